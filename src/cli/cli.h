@@ -1,0 +1,6 @@
+/* Subcommands of the one binary. Each returns the process exit status. */
+#ifndef SL_CLI_H
+#define SL_CLI_H
+int sl_cmd_run(int argc, char **argv);
+int sl_cmd_verify(int argc, char **argv);
+#endif

@@ -1,0 +1,535 @@
+/* sightline run: the launcher and the supervisor of one sandbox. The identity comes from this
+ * command line only (the launcher's word); nothing the workload says about itself is read. */
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+
+#include "cli/cli.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "common/version.h"
+#include "policy/policy.h"
+#include "record/record.h"
+#include "sandbox/sandbox.h"
+#include "sensor/redact.h"
+#include "sensor/supervisor.h"
+
+#define NOBODY 65534
+
+struct run_opts {
+	struct sl_identity id;
+	const char *policy_file;
+	const char *record_dir;
+	unsigned accepted;
+	unsigned sync_ms;
+	bool quiet;
+	char **argv;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: sightline run --tenant T --agent A --task K --version V --credential-ref R\n"
+		   "                     [--policy FILE] [--record-dir DIR] [--accept-gap NAME]...\n"
+		   "                     [--sync-ms N] [--quiet] -- CMD [ARGS...]\n"
+		   "gaps: landlock landlock-net landlock-scope cgroup cgroup-memory cgroup-pids notify-sync\n");
+}
+
+/* Identity values are the launcher's: printable, bounded, non-empty. */
+static bool valid_ident(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 256)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return false;
+	return true;
+}
+
+static int parse(int argc, char **argv, struct run_opts *o)
+{
+	enum { OPT_TENANT = 256, OPT_AGENT, OPT_TASK, OPT_VERSION, OPT_CRED, OPT_POLICY, OPT_RECDIR, OPT_GAP, OPT_SYNC, OPT_QUIET };
+	static const struct option opts[] = {{"tenant", required_argument, 0, OPT_TENANT},
+					     {"agent", required_argument, 0, OPT_AGENT},
+					     {"task", required_argument, 0, OPT_TASK},
+					     {"version", required_argument, 0, OPT_VERSION},
+					     {"credential-ref", required_argument, 0, OPT_CRED},
+					     {"policy", required_argument, 0, OPT_POLICY},
+					     {"record-dir", required_argument, 0, OPT_RECDIR},
+					     {"accept-gap", required_argument, 0, OPT_GAP},
+					     {"sync-ms", required_argument, 0, OPT_SYNC},
+					     {"quiet", no_argument, 0, OPT_QUIET},
+					     {"help", no_argument, 0, 'h'},
+					     {0, 0, 0, 0}};
+	memset(o, 0, sizeof(*o));
+	o->sync_ms = 20;
+	optind = 1;
+	int c;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		unsigned bit;
+		switch (c) {
+		case OPT_TENANT:
+			o->id.tenant = optarg;
+			break;
+		case OPT_AGENT:
+			o->id.agent = optarg;
+			break;
+		case OPT_TASK:
+			o->id.task = optarg;
+			break;
+		case OPT_VERSION:
+			o->id.version = optarg;
+			break;
+		case OPT_CRED:
+			o->id.credential_ref = optarg;
+			break;
+		case OPT_POLICY:
+			o->policy_file = optarg;
+			break;
+		case OPT_RECDIR:
+			o->record_dir = optarg;
+			break;
+		case OPT_GAP:
+			if (sl_gap_parse(optarg, &bit) < 0) {
+				fprintf(stderr, "sightline run: unknown gap '%s'\n", optarg);
+				return -1;
+			}
+			o->accepted |= bit;
+			break;
+		case OPT_SYNC: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || v > 10000) {
+				fprintf(stderr, "sightline run: --sync-ms takes 0..10000\n");
+				return -1;
+			}
+			o->sync_ms = (unsigned)v;
+			break;
+		}
+		case OPT_QUIET:
+			o->quiet = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	const struct {
+		const char *v, *name;
+	} req[] = {{o->id.tenant, "--tenant"},
+		   {o->id.agent, "--agent"},
+		   {o->id.task, "--task"},
+		   {o->id.version, "--version"},
+		   {o->id.credential_ref, "--credential-ref"}};
+	for (size_t i = 0; i < SL_ARRAY_LEN(req); i++) {
+		if (!req[i].v) {
+			fprintf(stderr, "sightline run: %s is required (identity comes from the launcher)\n", req[i].name);
+			return -1;
+		}
+		if (!valid_ident(req[i].v)) {
+			fprintf(stderr, "sightline run: %s must be 1-256 printable characters\n", req[i].name);
+			return -1;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "sightline run: no command given (put it after --)\n");
+		usage(stderr);
+		return -1;
+	}
+	o->argv = argv + optind;
+	return 0;
+}
+
+static const char *default_record_dir(char *buf, size_t len)
+{
+	if (geteuid() == 0)
+		return "/var/lib/sightline/records";
+	const char *state = getenv("XDG_STATE_HOME");
+	if (state && state[0] == '/')
+		snprintf(buf, len, "%s/sightline/records", state);
+	else {
+		const char *home = getenv("HOME");
+		struct passwd *pw = getpwuid(getuid());
+		snprintf(buf, len, "%s/.local/state/sightline/records", home && home[0] == '/' ? home : pw ? pw->pw_dir : "/tmp");
+	}
+	return buf;
+}
+
+static bool path_under(const char *p, const char *root)
+{
+	size_t n = strlen(root);
+	return !strncmp(p, root, n) && (p[n] == '\0' || p[n] == '/' || (n == 1 && root[0] == '/'));
+}
+
+static void json_strs(struct sl_json *j, const char *key, char *const *v, size_t n)
+{
+	sl_json_arr_open(j, key);
+	for (size_t i = 0; i < n; i++)
+		sl_json_str(j, NULL, v[i], 0);
+	sl_json_arr_close(j);
+}
+
+static void begin_body(struct sl_json *j, const struct run_opts *o, const struct sl_policy *p, const char *ws,
+		       const struct sl_sandbox *sb, unsigned gaps, uid_t huid, bool sync_wakeup)
+{
+	struct utsname u;
+	uname(&u);
+	char rt[256];
+	snprintf(rt, sizeof(rt), "linux %s", u.release);
+	sl_json_obj_open(j, "manifest");
+	sl_json_str(j, "runtime", "native", 0);
+	sl_json_str(j, "runtime_version", rt, 0);
+	sl_json_str(j, "sensor", "sightline-supervisor", 0);
+	sl_json_str(j, "sensor_version", SL_SENSOR_VERSION, 0);
+	sl_json_str(j, "sightline_version", SL_VERSION, 0);
+	sl_json_str(j, "host", u.nodename, 0);
+	sl_json_int(j, "started", sb->start_real_ns);
+	sl_json_arr_open(j, "command");
+	for (size_t i = 0; o->argv[i]; i++) {
+		size_t keep;
+		if (p->redact_argv && sl_redact_arg(i ? o->argv[i - 1] : NULL, o->argv[i], &keep)) {
+			char red[300];
+			snprintf(red, sizeof(red), "%.*s%s", (int)(keep < 256 ? keep : 256), o->argv[i], SL_REDACTED);
+			sl_json_str(j, NULL, red, 0);
+		} else {
+			sl_json_str(j, NULL, o->argv[i], 256);
+		}
+	}
+	sl_json_arr_close(j);
+	sl_json_obj_open(j, "policy");
+	sl_json_str(j, "file", o->policy_file ? o->policy_file : "(default)", 0);
+	sl_json_str(j, "workspace", ws, 0);
+	sl_json_str(j, "workspace_mount", p->workspace_mount, 0);
+	json_strs(j, "read_only", p->ro_paths, p->n_ro);
+	json_strs(j, "canaries", p->canaries, p->n_canaries);
+	sl_json_arr_open(j, "tcp_connect");
+	for (size_t i = 0; i < p->n_tcp_connect; i++)
+		sl_json_uint(j, NULL, p->tcp_connect[i]);
+	sl_json_arr_close(j);
+	sl_json_bool(j, "record_opens", p->record_opens);
+	sl_json_obj_close(j);
+	sl_json_obj_open(j, "layers");
+	sl_json_str(j, "namespaces", "user,pid,mount,net,ipc,uts,cgroup", 0);
+	sl_json_int(j, "landlock_abi", (gaps & SL_GAP_LANDLOCK) ? 0 : sb->landlock_abi);
+	sl_json_str(j, "seccomp", sync_wakeup ? "user-notify+sync-wakeup" : "user-notify", 0);
+	sl_json_str(j, "cgroup", sb->cg.v2[0] ? sb->cg.v2 : NULL, 0);
+	sl_json_bool(j, "no_new_privs", true);
+	sl_json_bool(j, "capabilities", false);
+	sl_json_obj_close(j);
+	sl_json_arr_open(j, "accepted_gaps");
+	for (unsigned i = 0; i < SL_GAP_COUNT; i++)
+		if (gaps & (1u << i))
+			sl_json_str(j, NULL, sl_gap_name(i), 0);
+	sl_json_arr_close(j);
+	sl_json_int(j, "supervisor_pid", getpid());
+	sl_json_int(j, "invoker_uid", getuid());
+	sl_json_int(j, "workload_host_uid", huid);
+	sl_json_obj_close(j);
+	sl_json_obj_open(j, "ocsf");
+	sl_json_int(j, "class_uid", 6002);
+	sl_json_int(j, "activity_id", 3);
+	sl_json_obj_close(j);
+}
+
+static int append(struct sl_record *rec, const char *cls, struct sl_json *j)
+{
+	if (sl_json_error(j))
+		return sl_json_error(j);
+	int64_t r = sl_record_append(rec, cls, sl_now_realtime_ns(), j);
+	return r < 0 ? (int)r : 0;
+}
+
+int sl_cmd_run(int argc, char **argv)
+{
+	struct run_opts o;
+	struct sl_policy pol;
+	struct sl_sandbox sb;
+	struct sl_supervisor sup;
+	struct sl_record *rec = NULL;
+	char err[1024], ws[PATH_MAX], recdir_buf[PATH_MAX], recdir[PATH_MAX];
+	int status = 125; /* our own failure, as env(1) and friends use it */
+	bool sb_started = false;
+	memset(&sup, 0, sizeof(sup));
+	memset(&sb, 0, sizeof(sb));
+	sup.stop_efd = -1;
+	if (parse(argc, argv, &o) < 0)
+		return 2;
+	sl_policy_default(&pol);
+	if (o.policy_file && sl_policy_load(o.policy_file, &pol, err, sizeof(err)) < 0) {
+		fprintf(stderr, "sightline run: policy: %s\n", err);
+		sl_policy_free(&pol);
+		return 2;
+	}
+	/* Fail closed: every layer this host lacks must be accepted by name. */
+	int abi;
+	unsigned gaps = sl_sandbox_probe(true, &abi);
+	unsigned missing = gaps & ~o.accepted;
+	if (missing) {
+		for (unsigned i = 0; i < SL_GAP_COUNT; i++)
+			if (missing & (1u << i))
+				fprintf(stderr, "sightline run: missing layer '%s': %s\n", sl_gap_name(i), sl_gap_explain(i));
+		fprintf(stderr, "sightline run: refusing to run; accept each named gap with --accept-gap NAME\n");
+		sl_policy_free(&pol);
+		return 3;
+	}
+	gaps |= o.accepted & (SL_GAP_CGROUP | SL_GAP_CGROUP_MEMORY | SL_GAP_CGROUP_PIDS);
+
+	char sandbox_id[33];
+	if (sl_random_id(sandbox_id) < 0) {
+		fprintf(stderr, "sightline run: no randomness for the sandbox id\n");
+		goto out;
+	}
+	/* The workload's host ids: the invoker's when unprivileged; as root, never root: the
+	 * workspace owner's, or nobody. */
+	uid_t huid = getuid();
+	gid_t hgid = getgid();
+	if (pol.workspace) {
+		if (!realpath(pol.workspace, ws)) {
+			fprintf(stderr, "sightline run: workspace %s: %s\n", pol.workspace, strerror(errno));
+			goto out;
+		}
+		struct stat st;
+		if (stat(ws, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			fprintf(stderr, "sightline run: workspace %s is not a directory\n", ws);
+			goto out;
+		}
+		if (geteuid() == 0) {
+			huid = st.st_uid ? st.st_uid : NOBODY;
+			hgid = st.st_uid ? st.st_gid : NOBODY;
+		}
+	} else {
+		snprintf(ws, sizeof(ws), "/tmp/sightline-ws-%s", sandbox_id);
+		if (mkdir(ws, 0700) < 0) {
+			fprintf(stderr, "sightline run: create workspace %s: %s\n", ws, strerror(errno));
+			goto out;
+		}
+		if (geteuid() == 0) {
+			huid = hgid = NOBODY;
+			if (chown(ws, huid, hgid) < 0) {
+				fprintf(stderr, "sightline run: chown workspace: %s\n", strerror(errno));
+				goto out;
+			}
+		}
+	}
+	if (geteuid() == 0 && huid == 0) {
+		fprintf(stderr, "sightline run: refusing to run the workload as host root\n");
+		goto out;
+	}
+	/* The record must be out of the workload's reach: never inside its workspace. */
+	const char *rd = o.record_dir ? o.record_dir : default_record_dir(recdir_buf, sizeof(recdir_buf));
+	int mr = sl_mkdir_p(rd, 0700);
+	if (mr < 0 || !realpath(rd, recdir)) {
+		fprintf(stderr, "sightline run: record dir %s: %s\n", rd, strerror(mr < 0 ? -mr : errno));
+		goto out;
+	}
+	if (path_under(recdir, ws) || path_under(ws, recdir)) {
+		fprintf(stderr, "sightline run: the record dir %s and the workspace %s must not contain each other\n",
+			recdir, ws);
+		goto out;
+	}
+
+	/* Build the workload's environment from the policy alone: the launcher's environment
+	 * (which may hold secrets, or SIGHTLINE_* values) never crosses. */
+	char *envp[SL_POLICY_MAX_PATHS + 1];
+	for (size_t i = 0; i < pol.n_env; i++)
+		envp[i] = pol.env[i];
+	envp[pol.n_env] = NULL;
+
+	struct sl_sandbox_cfg cfg = {.policy = &pol,
+				     .workspace_host = ws,
+				     .argv = o.argv,
+				     .envp = envp,
+				     .sandbox_id = sandbox_id,
+				     .host_uid = huid,
+				     .host_gid = hgid,
+				     .inner_uid = 1000,
+				     .inner_gid = 1000,
+				     .record_opens = pol.record_opens,
+				     .gaps = gaps};
+	/* Signals for the whole run are taken through a signalfd; block them before any thread. */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	if (sl_sandbox_start(&cfg, &sb, err, sizeof(err)) < 0) {
+		fprintf(stderr, "sightline run: %s\n", err);
+		status = 3;
+		goto out;
+	}
+	sb_started = true;
+	int r = sl_record_create(&rec, recdir, sandbox_id, &o.id, "supervisor", o.sync_ms);
+	if (r < 0) {
+		fprintf(stderr, "sightline run: create record in %s: %s\n", recdir, strerror(-r));
+		goto out;
+	}
+	sup.sb = &sb;
+	sup.rec = rec;
+	sup.policy = &pol;
+	sup.w_uid = huid;
+	sup.w_gid = hgid;
+	sup.drop_groups = geteuid() == 0;
+	if ((r = sl_supervisor_start(&sup)) < 0) {
+		fprintf(stderr, "sightline run: start sensor: %s\n", strerror(-r));
+		goto out;
+	}
+	struct sl_json j;
+	sl_json_init(&j);
+	begin_body(&j, &o, &pol, ws, &sb, gaps, huid, sup.sync_wakeup);
+	r = append(rec, "record.begin", &j);
+	for (unsigned i = 0; r == 0 && i < SL_GAP_COUNT; i++) {
+		if (!(gaps & (1u << i)))
+			continue;
+		sl_json_reset(&j);
+		sl_json_str(&j, "gap", sl_gap_name(i), 0);
+		sl_json_str(&j, "detail", sl_gap_explain(i), 0);
+		sl_json_bool(&j, "accepted", true);
+		r = append(rec, "sensor.gap", &j);
+	}
+	if (r == 0 && !pol.record_opens) {
+		sl_json_reset(&j);
+		sl_json_str(&j, "gap", "file.open", 0);
+		sl_json_str(&j, "detail", "the policy turned off recording of file opens", 0);
+		sl_json_bool(&j, "accepted", true);
+		r = append(rec, "sensor.gap", &j);
+	}
+	if (r == 0) {
+		sl_json_reset(&j);
+		sl_json_int(&j, "pid", 1);
+		sl_json_int(&j, "host_pid", sb.pid);
+		sl_json_str(&j, "workspace", pol.workspace_mount, 0);
+		sl_json_obj_open(&j, "ocsf");
+		sl_json_int(&j, "class_uid", 1007);
+		sl_json_int(&j, "activity_id", 1);
+		sl_json_obj_close(&j);
+		r = append(rec, "lifecycle.start", &j);
+	}
+	if (r < 0) {
+		fprintf(stderr, "sightline run: write record: %s\n", strerror(-r));
+		sl_json_free(&j);
+		goto out;
+	}
+	if (!o.quiet)
+		fprintf(stderr, "sightline: sandbox %s, record %s\n", sandbox_id, sl_record_path(rec));
+	if (sl_sandbox_go(&sb) < 0) {
+		fprintf(stderr, "sightline run: the sandbox died before exec\n");
+	}
+
+	/* Wait for the workload, the wall limit, or an operator signal. */
+	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	const char *reason = "exited";
+	int64_t deadline = pol.limits.wall_seconds ? sb.start_mono_ns + (int64_t)pol.limits.wall_seconds * 1000000000LL : 0;
+	for (;;) {
+		struct pollfd pf[2] = {{.fd = sb.pidfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		int timeout = -1;
+		if (deadline) {
+			int64_t left = (deadline - sl_now_monotonic_ns()) / 1000000;
+			timeout = left < 0 ? 0 : (int)(left > INT_MAX ? INT_MAX : left);
+		}
+		int pr = poll(pf, 2, timeout);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pf[0].revents)
+			break;
+		if (pr == 0) {
+			reason = "killed: wall-clock limit";
+			sl_sandbox_kill(&sb);
+			deadline = 0;
+			continue;
+		}
+		if (pf[1].revents) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				reason = "killed: operator signal";
+				sl_sandbox_kill(&sb);
+			}
+		}
+	}
+	if (sfd >= 0)
+		close(sfd);
+	int wstatus = 0;
+	struct rusage ru;
+	memset(&ru, 0, sizeof(ru));
+	sl_sandbox_reap(&sb, &wstatus, &ru);
+	int64_t dur = sl_now_monotonic_ns() - sb.start_mono_ns;
+	/* pid 1 is gone, so the kernel has killed the rest of the pid namespace; the sensor thread
+	 * ends when the last task leaves the filter. */
+	sl_sandbox_kill(&sb);
+	sl_supervisor_join(&sup);
+	if (atomic_load(&sup.fatal))
+		reason = "killed: the record could not be written";
+	uint64_t mem_peak, pids_peak;
+	sl_sandbox_cgroup_stats(&sb, &mem_peak, &pids_peak);
+	sl_json_reset(&j);
+	sl_json_int(&j, "pid", 1);
+	sl_json_int(&j, "host_pid", sb.pid);
+	if (WIFEXITED(wstatus)) {
+		sl_json_int(&j, "exit_code", WEXITSTATUS(wstatus));
+		sl_json_null(&j, "signal");
+		status = WEXITSTATUS(wstatus);
+	} else {
+		sl_json_null(&j, "exit_code");
+		const char *sn = sigabbrev_np(WTERMSIG(wstatus));
+		char sig[32];
+		snprintf(sig, sizeof(sig), "SIG%s", sn ? sn : "?");
+		sl_json_str(&j, "signal", sig, 0);
+		status = 128 + WTERMSIG(wstatus);
+	}
+	sl_json_str(&j, "reason", reason, 0);
+	sl_json_int(&j, "duration_ns", dur);
+	sl_json_int(&j, "cpu_user_us", (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec);
+	sl_json_int(&j, "cpu_system_us", (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec);
+	sl_json_int(&j, "max_rss_kb", ru.ru_maxrss);
+	if (mem_peak)
+		sl_json_uint(&j, "memory_peak_bytes", mem_peak);
+	if (pids_peak)
+		sl_json_uint(&j, "pids_peak", pids_peak);
+	sl_json_obj_open(&j, "ocsf");
+	sl_json_int(&j, "class_uid", 1007);
+	sl_json_int(&j, "activity_id", 2);
+	sl_json_obj_close(&j);
+	r = atomic_load(&sup.fatal) ? atomic_load(&sup.fatal) : append(rec, "lifecycle.exit", &j);
+	sl_json_reset(&j);
+	sl_json_obj_open(&j, "counts");
+	sl_json_uint(&j, "events", sl_record_count(rec) + 1);
+	sl_json_uint(&j, "notifications", atomic_load(&sup.c.notifications));
+	sl_json_uint(&j, "process.exec", atomic_load(&sup.c.exec));
+	sl_json_uint(&j, "file.open", atomic_load(&sup.c.open));
+	sl_json_uint(&j, "file.open_failed", atomic_load(&sup.c.open_failed));
+	sl_json_uint(&j, "network.connect", atomic_load(&sup.c.connect));
+	sl_json_uint(&j, "policy.deny", atomic_load(&sup.c.deny));
+	sl_json_uint(&j, "sensor.gap", atomic_load(&sup.c.gap));
+	sl_json_uint(&j, "canary", atomic_load(&sup.c.canary));
+	sl_json_uint(&j, "inexact", atomic_load(&sup.c.inexact));
+	sl_json_obj_close(&j);
+	int fr = sl_record_finish(rec, &j);
+	rec = NULL;
+	sl_json_free(&j);
+	if (r < 0 || fr < 0) {
+		fprintf(stderr, "sightline run: the record is incomplete: %s\n", strerror(-(r < 0 ? r : fr)));
+		if (status == 0)
+			status = 125;
+	}
+out:
+	if (rec)
+		sl_record_finish(rec, NULL);
+	if (sb_started) {
+		sl_supervisor_join(&sup);
+		sl_sandbox_destroy(&sb);
+	}
+	sl_policy_free(&pol);
+	return status;
+}

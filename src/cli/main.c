@@ -1,0 +1,32 @@
+/* sightline: the one binary. The program's edge: only code under src/cli prints and exits. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: sightline COMMAND [ARGS]\n"
+		   "  run      run a command in a recorded sandbox (see docs/cli.md)\n"
+		   "  verify   verify a record's hash chain\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "run"))
+		return sl_cmd_run(argc - 1, argv + 1);
+	if (!strcmp(cmd, "verify"))
+		return sl_cmd_verify(argc - 1, argv + 1);
+	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "sightline: unknown command '%s'\n", cmd);
+	usage(stderr);
+	return 2;
+}

@@ -1,0 +1,7 @@
+#ifndef SL_VERSION_H
+#define SL_VERSION_H
+#define SL_VERSION "0.1.0"
+/* Bumped whenever what the sensor observes or how it maps events changes: acceptances made on
+ * another sensor version are stale. */
+#define SL_SENSOR_VERSION "native-notify/1"
+#endif

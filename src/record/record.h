@@ -1,0 +1,77 @@
+/* The durable, hash-chained record of one sandbox: DIR/<sandbox_id>.jsonl.
+ *
+ * Every line is one JSON object. The record writer, not the caller, stamps the fields that make
+ * the record trustworthy: seq (1, 2, 3 ... no holes), sandbox_id, observer, the identity binding
+ * (from the launcher, never from the workload), prev_hash and hash. Line format:
+ *   {"seq":N,"sandbox_id":"..","time":T,"class":"C","observer":"O","identity":{...},<body>,
+ *    "prev_hash":"<64 hex>","hash":"<64 hex>"}\n
+ * hash = SHA-256 over the line's bytes from '{' up to, not including, ',"hash":"'. prev_hash of
+ * seq 1 is 64 '0'. Line 1 has class "record.begin" (the launch manifest), the last line class
+ * "record.end" (counts). */
+#ifndef SL_RECORD_H
+#define SL_RECORD_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/json.h"
+
+#define SL_HASH_HEX 65 /* 64 hex + NUL */
+
+/* Server-controlled identity: comes from the launcher's command line only. */
+struct sl_identity {
+	const char *tenant;
+	const char *agent;
+	const char *task;
+	const char *version;
+	const char *credential_ref;
+};
+
+struct sl_record;
+
+/* Create DIR/<sandbox_id>.jsonl exclusively (O_EXCL, 0600, never following a symlink) and start
+ * the group-sync thread: the file is fdatasync'ed at most sync_ms after any append (0 = sync every
+ * append). The identity strings are copied. Returns 0 or -errno. */
+int sl_record_create(struct sl_record **out, const char *dir, const char *sandbox_id,
+		     const struct sl_identity *id, const char *observer, unsigned sync_ms);
+
+/* Append one event. body holds the class-specific members as JSON text without braces
+ * ("k":v,...), or is NULL/empty. Thread-safe. The line is in the file (page cache) when this
+ * returns; it is on disk within sync_ms. On failure (for example -ENOSPC) nothing partial stays in
+ * the file and the sequence does not advance. Returns the event's seq (>= 1) or -errno. */
+int64_t sl_record_append(struct sl_record *r, const char *class_name, int64_t time_ns, const struct sl_json *body);
+
+/* Number of events appended so far (== last seq). */
+uint64_t sl_record_count(struct sl_record *r);
+/* Current head hash (hex). */
+void sl_record_head(struct sl_record *r, char out[SL_HASH_HEX]);
+/* Path of the record file (owned by r). */
+const char *sl_record_path(const struct sl_record *r);
+
+/* Append the "record.end" line (body: counts, given by the caller), fsync, stop the sync thread,
+ * close and free. body may be NULL. If r is NULL does nothing. Returns 0 or -errno (r is freed
+ * either way). */
+int sl_record_finish(struct sl_record *r, const struct sl_json *end_body);
+
+/* Verification of a record file. */
+enum sl_verify_reason {
+	SL_VERIFY_OK = 0,
+	SL_VERIFY_EDITED,    /* a line's content does not match its hash, or is not a valid event */
+	SL_VERIFY_REMOVED,   /* a seq is missing: the line after it links to a hash we never saw */
+	SL_VERIFY_REORDERED, /* a seq appears out of order (lower than expected) */
+	SL_VERIFY_TRUNCATED, /* the record ends without its record.end line, or mid-line */
+	SL_VERIFY_IO,	     /* the file could not be read */
+};
+struct sl_verify_result {
+	enum sl_verify_reason reason;
+	uint64_t events;	 /* lines verified good */
+	uint64_t bad_seq;	 /* first bad seq (the seq that should have been there) */
+	char head[SL_HASH_HEX];	 /* hash of the last good line */
+	char detail[256];	 /* human-readable why */
+};
+/* Verify path. Returns 0 if the record is intact, 1 if not (res says why), -errno on I/O error. */
+int sl_record_verify(const char *path, struct sl_verify_result *res);
+/* Same, over a buffer (used by the fuzzer). */
+int sl_record_verify_buf(const char *buf, size_t len, struct sl_verify_result *res);
+const char *sl_verify_reason_name(enum sl_verify_reason r);
+#endif

@@ -1,0 +1,55 @@
+/* The sensor beneath the boundary: one thread per sandbox that receives the workload's seccomp
+ * notifications, decides, emulates (opens, connects) or lets the kernel continue (exec), and
+ * writes the event to the record before the workload's syscall returns. Nothing the workload
+ * does through these syscalls can happen unrecorded: if the record cannot be written, the
+ * sandbox is killed and the syscall fails. */
+#ifndef SL_SUPERVISOR_H
+#define SL_SUPERVISOR_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "policy/policy.h"
+#include "record/record.h"
+#include "sandbox/sandbox.h"
+
+struct sl_counters {
+	atomic_uint_fast64_t notifications, exec, open, open_failed, connect, deny, gap, canary, inexact;
+};
+
+struct sl_tid_cache;
+
+struct sl_supervisor {
+	struct sl_sandbox *sb;
+	struct sl_record *rec;
+	const struct sl_policy *policy;
+	uid_t w_uid;
+	gid_t w_gid;
+	bool drop_groups; /* we are root: give the sensor thread no supplementary groups */
+	struct sl_counters c;
+	atomic_int fatal; /* first -errno that stopped recording (the sandbox is then killed) */
+	pthread_t thread;
+	bool running;
+	bool sync_wakeup; /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP took effect */
+	int stop_efd;
+	struct sl_tid_cache *cache;
+};
+
+/* Start the notification thread. Returns 0 or -errno. */
+int sl_supervisor_start(struct sl_supervisor *s);
+/* Wait until every task of the sandbox has left the filter (listener hang-up), or force it with
+ * stop=true (after the sandbox was killed). Joins the thread. */
+void sl_supervisor_join(struct sl_supervisor *s);
+
+/* Helpers shared with the CLI (they read the kernel's view of a task). */
+struct sl_task_info {
+	pid_t tgid, ppid;	 /* host view */
+	pid_t ns_pid, ns_tid;	 /* sandbox view (last NStgid / NSpid value) */
+	unsigned threads;
+	unsigned levels; /* pid namespace depth (numbers on the NSpid line) */
+	unsigned umask;
+};
+int sl_task_info(pid_t tid, struct sl_task_info *ti);
+#endif
