@@ -443,17 +443,55 @@ static bool wants_write(int flags)
 static int open_as_workload(struct sl_supervisor *s, pid_t tid, const char *abs, struct open_how *how,
 			    const struct sl_task_info *ti)
 {
-	/* /proc/<pid>/fd/N of the caller itself: a magic link the resolver will not follow inside
-	 * a root; take the caller's own fd instead (what reopening it would reach). */
+	/* /proc/<own pid>/{fd/N,exe,cwd,root}: magic links, which the resolver will not follow
+	 * inside a root. Each leads only to an object the caller already holds, so the link itself
+	 * is opened through the host's /proc entry of the same process, as the workload. A path that
+	 * goes on past the link is rewritten to the sandbox path it names and resolved in the root
+	 * like any other: followed from the host side, an absolute symlink further down would
+	 * resolve against the host's root. */
 	unsigned pid, fdn;
 	int consumed = 0;
-	if (sscanf(abs, "/proc/%u/fd/%u%n", &pid, &fdn, &consumed) == 2 && abs[consumed] == '\0' &&
-	    (pid_t)pid == ti->ns_pid && !(how->flags & O_PATH)) {
-		_cleanup_close_ int pfd = (int)syscall(SYS_pidfd_open, ti->tgid, 0);
-		if (pfd < 0)
-			return -errno;
-		int fd = (int)syscall(SYS_pidfd_getfd, pfd, fdn, 0);
-		return fd < 0 ? -errno : fd;
+	char rewritten[PATH_MAXLEN];
+	if (sscanf(abs, "/proc/%u/%n", &pid, &consumed) == 1 && consumed > 0 && (pid_t)pid == ti->ns_pid) {
+		const char *rest = abs + consumed;
+		int c2 = 0;
+		bool fdlink = sscanf(rest, "fd/%u%n", &fdn, &c2) == 1 && c2 > 0;
+		const char *tail = fdlink ? rest + c2 : NULL;
+		const char *link = NULL;
+		if (fdlink)
+			link = "fd";
+		else if (!strncmp(rest, "cwd", 3) && (rest[3] == '\0' || rest[3] == '/'))
+			link = "cwd", tail = rest + 3;
+		else if (!strncmp(rest, "root", 4) && (rest[4] == '\0' || rest[4] == '/'))
+			link = "root", tail = rest + 4;
+		else if (!strcmp(rest, "exe"))
+			link = "exe", tail = rest + 3;
+		if (link && *tail == '\0') {
+			char host[96];
+			if (fdlink)
+				snprintf(host, sizeof(host), "/proc/%d/fd/%u", (int)ti->tgid, fdn);
+			else
+				snprintf(host, sizeof(host), "/proc/%d/%s", (int)ti->tgid, link);
+			struct open_how h = *how;
+			h.resolve &= ~(uint64_t)RESOLVE_IN_ROOT;
+			int fd = (int)syscall(SYS_openat2, AT_FDCWD, host, &h, sizeof(h));
+			return fd < 0 ? -errno : fd;
+		}
+		if (link && *tail == '/') {
+			char base[PATH_MAXLEN] = "";
+			if (!strcmp(link, "fd") || !strcmp(link, "cwd")) {
+				char l[96];
+				if (fdlink)
+					snprintf(l, sizeof(l), "/proc/%d/fd/%u", (int)ti->tgid, fdn);
+				else
+					snprintf(l, sizeof(l), "/proc/%d/cwd", (int)ti->tgid);
+				if (read_link(l, base, sizeof(base)) < 0 || base[0] != '/')
+					return -ENOTDIR;
+			}
+			if ((size_t)snprintf(rewritten, sizeof(rewritten), "%s%s", base, tail) >= sizeof(rewritten))
+				return -ENAMETOOLONG;
+			abs = rewritten;
+		}
 	}
 	if (HAS_CREATE(how->flags)) {
 		struct sl_task_info fresh;
@@ -699,9 +737,12 @@ static void handle_exec(struct sl_supervisor *s, const struct seccomp_notif *n, 
 		struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT};
 		if (at_flags & AT_SYMLINK_NOFOLLOW)
 			how.flags |= O_NOFOLLOW;
-		int fd = abs[0] == '/' ? (int)syscall(SYS_openat2, s->sb->root_fd, abs, &how, sizeof(how)) : -1;
+		char tr[PATH_MAXLEN];
+		int fd = abs[0] == '/' && translate_self(abs, ti, tr, sizeof(tr)) == 0
+				 ? open_as_workload(s, n->pid, tr, &how, ti)
+				 : -ENOENT;
 		if (fd < 0) {
-			r = abs[0] == '/' ? -errno : -ENOENT;
+			r = fd;
 		} else {
 			if (syscall(SYS_faccessat2, fd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) < 0)
 				r = -errno;
