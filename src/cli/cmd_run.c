@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +33,7 @@ struct run_opts {
 	unsigned accepted;
 	unsigned sync_ms;
 	bool quiet;
+	bool spread; /* do not pin the workload and its sensor to one CPU */
 	char **argv;
 };
 
@@ -39,7 +41,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: sightline run --tenant T --agent A --task K --version V --credential-ref R\n"
 		   "                     [--policy FILE] [--record-dir DIR] [--accept-gap NAME]...\n"
-		   "                     [--sync-ms N] [--quiet] -- CMD [ARGS...]\n"
+		   "                     [--sync-ms N] [--no-colocate] [--quiet] -- CMD [ARGS...]\n"
 		   "gaps: landlock landlock-net landlock-scope cgroup cgroup-memory cgroup-pids notify-sync\n");
 }
 
@@ -57,7 +59,7 @@ static bool valid_ident(const char *s)
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
-	enum { OPT_TENANT = 256, OPT_AGENT, OPT_TASK, OPT_VERSION, OPT_CRED, OPT_POLICY, OPT_RECDIR, OPT_GAP, OPT_SYNC, OPT_QUIET };
+	enum { OPT_TENANT = 256, OPT_AGENT, OPT_TASK, OPT_VERSION, OPT_CRED, OPT_POLICY, OPT_RECDIR, OPT_GAP, OPT_SYNC, OPT_QUIET, OPT_SPREAD };
 	static const struct option opts[] = {{"tenant", required_argument, 0, OPT_TENANT},
 					     {"agent", required_argument, 0, OPT_AGENT},
 					     {"task", required_argument, 0, OPT_TASK},
@@ -68,6 +70,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 					     {"accept-gap", required_argument, 0, OPT_GAP},
 					     {"sync-ms", required_argument, 0, OPT_SYNC},
 					     {"quiet", no_argument, 0, OPT_QUIET},
+					     {"no-colocate", no_argument, 0, OPT_SPREAD},
 					     {"help", no_argument, 0, 'h'},
 					     {0, 0, 0, 0}};
 	memset(o, 0, sizeof(*o));
@@ -117,6 +120,9 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		}
 		case OPT_QUIET:
 			o->quiet = true;
+			break;
+		case OPT_SPREAD:
+			o->spread = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -173,6 +179,22 @@ static bool path_under(const char *p, const char *root)
 	return !strncmp(p, root, n) && (p[n] == '\0' || p[n] == '/' || (n == 1 && root[0] == '/'));
 }
 
+/* One of the CPUs we may use, chosen by the sandbox id so concurrent sandboxes spread out. */
+static int pick_cpu(const char *sandbox_id)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) < 0)
+		return -1;
+	int n = CPU_COUNT(&set);
+	if (n <= 0)
+		return -1;
+	int want = (int)(strtoul(sandbox_id + 24, NULL, 16) % (unsigned long)n);
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &set) && want-- == 0)
+			return cpu;
+	return -1;
+}
+
 static void json_strs(struct sl_json *j, const char *key, char *const *v, size_t n)
 {
 	sl_json_arr_open(j, key);
@@ -182,7 +204,7 @@ static void json_strs(struct sl_json *j, const char *key, char *const *v, size_t
 }
 
 static void begin_body(struct sl_json *j, const struct run_opts *o, const struct sl_policy *p, const char *ws,
-		       const struct sl_sandbox *sb, unsigned gaps, uid_t huid, bool sync_wakeup)
+		       const struct sl_sandbox *sb, unsigned gaps, uid_t huid, bool sync_wakeup, int cpu)
 {
 	struct utsname u;
 	uname(&u);
@@ -226,6 +248,7 @@ static void begin_body(struct sl_json *j, const struct run_opts *o, const struct
 	sl_json_str(j, "seccomp", sync_wakeup ? "user-notify+sync-wakeup" : "user-notify", 0);
 	sl_json_str(j, "cgroup", sb->cg.v2[0] ? sb->cg.v2 : NULL, 0);
 	sl_json_bool(j, "no_new_privs", true);
+	sl_json_int(j, "cpu", cpu);
 	sl_json_bool(j, "capabilities", false);
 	sl_json_obj_close(j);
 	sl_json_arr_open(j, "accepted_gaps");
@@ -263,7 +286,6 @@ int sl_cmd_run(int argc, char **argv)
 	bool sb_started = false;
 	memset(&sup, 0, sizeof(sup));
 	memset(&sb, 0, sizeof(sb));
-	sup.stop_efd = -1;
 	if (parse(argc, argv, &o) < 0)
 		return 2;
 	sl_policy_default(&pol);
@@ -357,14 +379,17 @@ int sl_cmd_run(int argc, char **argv)
 				     .inner_uid = 1000,
 				     .inner_gid = 1000,
 				     .record_opens = pol.record_opens,
-				     .gaps = gaps};
+				     .gaps = gaps,
+				     .cpu = o.spread ? -1 : pick_cpu(sandbox_id)};
 	/* Signals for the whole run are taken through a signalfd; block them before any thread. */
 	sigset_t sigs;
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGUSR1); /* the sensor thread's stop signal: only it unblocks it */
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	sigdelset(&sigs, SIGUSR1);
 	if (sl_sandbox_start(&cfg, &sb, err, sizeof(err)) < 0) {
 		fprintf(stderr, "sightline run: %s\n", err);
 		status = 3;
@@ -382,13 +407,14 @@ int sl_cmd_run(int argc, char **argv)
 	sup.w_uid = huid;
 	sup.w_gid = hgid;
 	sup.drop_groups = geteuid() == 0;
+	sup.cpu = cfg.cpu;
 	if ((r = sl_supervisor_start(&sup)) < 0) {
 		fprintf(stderr, "sightline run: start sensor: %s\n", strerror(-r));
 		goto out;
 	}
 	struct sl_json j;
 	sl_json_init(&j);
-	begin_body(&j, &o, &pol, ws, &sb, gaps, huid, sup.sync_wakeup);
+	begin_body(&j, &o, &pol, ws, &sb, gaps, huid, sup.sync_wakeup, cfg.cpu);
 	r = append(rec, "record.begin", &j);
 	for (unsigned i = 0; r == 0 && i < SL_GAP_COUNT; i++) {
 		if (!(gaps & (1u << i)))

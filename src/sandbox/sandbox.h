@@ -40,6 +40,7 @@ struct sl_sandbox_cfg {
 	uid_t inner_uid, inner_gid; /* the workload's ids inside */
 	bool record_opens;	    /* route opens to the supervisor */
 	unsigned gaps;		    /* layers known missing (accepted): skip them */
+	int cpu;		    /* >= 0: pin the workload to this CPU (shared with its sensor) */
 };
 
 struct sl_cgroup {

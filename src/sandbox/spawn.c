@@ -156,6 +156,15 @@ static __attribute__((noreturn)) void child_main(const struct sl_sandbox_cfg *cf
 	(void)parent; /* getppid() is 0 here: the parent lives outside our pid namespace */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		_exit(127);
+	if (cfg->cpu >= 0) {
+		/* Share one CPU with the sensor thread: every event is then a same-CPU hand-off
+		 * instead of a cross-CPU wake-up. A performance choice, not confinement: the
+		 * workload may change its own affinity. */
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(cfg->cpu, &set);
+		sched_setaffinity(0, sizeof(set), &set);
+	}
 	if (wait_byte(ctl, 'M') < 0)
 		_exit(127);
 	/* Become the inner uid/gid first, keeping the capabilities this user namespace gave us:

@@ -27,20 +27,22 @@ struct sl_supervisor {
 	const struct sl_policy *policy;
 	uid_t w_uid;
 	gid_t w_gid;
+	int cpu;	  /* >= 0: pin the sensor thread here (the workload's CPU) */
 	bool drop_groups; /* we are root: give the sensor thread no supplementary groups */
 	struct sl_counters c;
 	atomic_int fatal; /* first -errno that stopped recording (the sandbox is then killed) */
 	pthread_t thread;
 	bool running;
 	bool sync_wakeup; /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP took effect */
-	int stop_efd;
+	atomic_bool stopping;
 	struct sl_tid_cache *cache;
 };
 
 /* Start the notification thread. Returns 0 or -errno. */
 int sl_supervisor_start(struct sl_supervisor *s);
-/* Wait until every task of the sandbox has left the filter (listener hang-up), or force it with
- * stop=true (after the sandbox was killed). Joins the thread. */
+/* Stop the notification thread and join it. Call only after the sandbox's pid 1 was reaped (so
+ * the kernel has reaped every other task of the sandbox). The process must keep SIGUSR1 blocked
+ * in every other thread. */
 void sl_supervisor_join(struct sl_supervisor *s);
 
 /* Helpers shared with the CLI (they read the kernel's view of a task). */
