@@ -16,7 +16,8 @@ rec_q() { jq -c "$2" "$1"; }
 #   sl_sandbox MODE [POLICY_EXTRA_YAML] -- CMD...
 # MODE: root | user (the unprivileged $SL_USER). The workspace is $SL_TMP/ws-MODE (the probe is
 # copied there as /workspace/probe); records go to $SL_TMP/rec-MODE. Sets REC (the record file),
-# RC (exit status), OUT (stdout) and ERR (stderr). Never fails by itself.
+# RC (exit status), OUT (stdout) and ERR (stderr). Never fails by itself. Extra `run` flags
+# may be given in SL_RUN_FLAGS.
 sl_sandbox() {
 	local mode=$1
 	shift
@@ -40,7 +41,7 @@ sl_sandbox() {
 	printf 'workspace: %s\n%s\n' "$ws" "$extra" >"$pol"
 	chmod 644 "$pol"
 	local cmd=("$SL_BIN" run --tenant acme --agent agent-7 --task "task-$RANDOM" --version v1.2.3
-		--credential-ref cred-ref-42 --policy "$pol" --record-dir "$rec" --quiet "${gaps[@]}" -- "$@")
+		--credential-ref cred-ref-42 --policy "$pol" --record-dir "$rec" --quiet "${gaps[@]}" ${SL_RUN_FLAGS:-} -- "$@")
 	set +e
 	if [ "$mode" = user ]; then
 		runuser -u "$SL_USER" -- "${cmd[@]}" >"$SL_TMP/out" 2>"$SL_TMP/err"

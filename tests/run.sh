@@ -36,14 +36,16 @@ run_one() { # name, command...
 	fi
 	rm -f "$log"
 }
-for u in "$ROOT"/build/unit/*; do
+BUILD_DIR=$ROOT/${SL_BUILD:-build}
+label=${SL_LABEL:+$SL_LABEL:}
+for u in "$BUILD_DIR"/unit/*; do
 	[ -x "$u" ] || continue
-	run_one "unit/$(basename "$u")" "$u"
+	run_one "${label}unit/$(basename "$u")" "$u"
 done
 for f in "$ROOT"/tests/integration/*.sh; do
 	[ -f "$f" ] || continue
 	for t in $(bash -c "source '$ROOT/tests/lib.sh'; source '$f'; declare -F" | awk '{print $3}' | grep '^test_'); do
-		run_one "$(basename "$f" .sh)/$t" bash -c "set -eu; source '$ROOT/tests/lib.sh'; source '$f'; $t"
+		run_one "$label$(basename "$f" .sh)/$t" bash -c "set -eu; source '$ROOT/tests/lib.sh'; source '$f'; $t"
 	done
 done
 [ ${#failed[@]} -gt 0 ] && printf 'failed: %s\n' "${failed[*]}"

@@ -33,7 +33,8 @@ capture_race() {
 	mkdir -p "$ws"
 	echo allowed >"$ws/aaaaaa.txt"
 	echo canary >"$ws/cccccc.txt"
-	sl_sandbox "$mode" 'canaries: [/workspace/cccccc.txt]' -- \
+	# --no-colocate: the threads run truly in parallel on both CPUs, the strongest adversary.
+	SL_RUN_FLAGS=--no-colocate sl_sandbox "$mode" 'canaries: [/workspace/cccccc.txt]' -- \
 		/workspace/probe race 10000 4 /workspace/aaaaaa.txt /workspace/cccccc.txt
 	[ "$RC" = 0 ] || fail "race workload failed: $ERR"
 	echo "$OUT" | grep '^OPEN' >"$SL_TMP/seen"

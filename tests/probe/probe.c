@@ -67,8 +67,11 @@ static void *flipper(void *arg)
 	(void)arg;
 	size_t len = strlen(race_a) + 1;
 	while (!atomic_load(&race_stop)) {
+		/* The barriers keep the compiler from dropping the first copy as a dead store. */
 		memcpy(race_buf, race_a, len);
+		__asm__ volatile("" ::: "memory");
 		memcpy(race_buf, race_b, len);
+		__asm__ volatile("" ::: "memory");
 	}
 	return NULL;
 }
