@@ -29,6 +29,7 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "sandbox/kabi.h"
+#include "sensor/paths.h"
 #include "sensor/redact.h"
 #include "sensor/syscalls.h"
 
@@ -244,74 +245,10 @@ static int gap_event(struct sl_supervisor *s, pid_t tid, const struct sl_task_in
 
 /* ---- paths --------------------------------------------------------------------------------- */
 
-static bool under(const char *path, const char *root)
-{
-	size_t n = strlen(root);
-	if (n == 1 && root[0] == '/')
-		return true;
-	return !strncmp(path, root, n) && (path[n] == '\0' || path[n] == '/');
-}
 
-/* Lexical normalisation (".", "..", "//") of an absolute path, in place. Used for the policy's
- * pre-check only; the open itself resolves the original string as the kernel would. */
-static void normalize(char *p)
-{
-	char *out = p, *in = p;
-	while (*in) {
-		while (*in == '/')
-			in++;
-		char *seg = in;
-		while (*in && *in != '/')
-			in++;
-		size_t len = (size_t)(in - seg);
-		if (len == 0 || (len == 1 && seg[0] == '.'))
-			continue;
-		if (len == 2 && seg[0] == '.' && seg[1] == '.') {
-			while (out > p && *--out != '/')
-				;
-			continue;
-		}
-		*out++ = '/';
-		memmove(out, seg, len);
-		out += len;
-	}
-	if (out == p)
-		*out++ = '/';
-	*out = '\0';
-}
 
-static bool path_readable(const struct sl_policy *p, const char *path)
-{
-	if (!strcmp(path, "/"))
-		return true;
-	if (under(path, p->workspace_mount) || under(path, "/dev") || under(path, "/proc") ||
-	    (p->tmp && under(path, "/tmp")))
-		return true;
-	for (size_t i = 0; i < p->n_ro; i++)
-		if (under(path, p->ro_paths[i]))
-			return true;
-	return false;
-}
 
-static bool path_writable(const struct sl_policy *p, const char *path)
-{
-	if (under(path, p->workspace_mount) || (p->tmp && under(path, "/tmp")) || under(path, "/dev/shm"))
-		return true;
-	static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random",
-					   "/dev/urandom"};
-	for (size_t i = 0; i < SL_ARRAY_LEN(devs); i++)
-		if (!strcmp(path, devs[i]))
-			return true;
-	return false;
-}
 
-static bool is_canary(const struct sl_policy *p, const char *path)
-{
-	for (size_t i = 0; i < p->n_canaries; i++)
-		if (!strcmp(path, p->canaries[i]))
-			return true;
-	return false;
-}
 
 /* readlink of a /proc magic link into buf; returns length or -errno. */
 static ssize_t read_link(const char *link, char *buf, size_t size)
@@ -368,7 +305,7 @@ static int translate_self(const char *in, const struct sl_task_info *ti, char *o
 	char tmp[PATH_MAXLEN];
 	const char *p = in;
 	for (size_t i = 0; i < SL_ARRAY_LEN(map); i++)
-		if (under(in, map[i].from)) {
+		if (sl_path_under(in, map[i].from)) {
 			if ((size_t)snprintf(tmp, sizeof(tmp), "%s%s", map[i].to, in + strlen(map[i].from)) >=
 			    sizeof(tmp))
 				return -ENAMETOOLONG;
@@ -376,9 +313,9 @@ static int translate_self(const char *in, const struct sl_task_info *ti, char *o
 			break;
 		}
 	int n;
-	if (under(p, "/proc/self"))
+	if (sl_path_under(p, "/proc/self"))
 		n = snprintf(out, outlen, "/proc/%d%s", (int)ti->ns_pid, p + 10);
-	else if (under(p, "/proc/thread-self"))
+	else if (sl_path_under(p, "/proc/thread-self"))
 		n = snprintf(out, outlen, "/proc/%d/task/%d%s", (int)ti->ns_pid, (int)ti->ns_tid, p + 17);
 	else
 		n = snprintf(out, outlen, "%s", p);
@@ -561,17 +498,17 @@ static void handle_open(struct sl_supervisor *s, const struct seccomp_notif *n, 
 		snprintf(tr, sizeof(tr), "%s", path);
 	}
 	snprintf(norm, sizeof(norm), "%s", tr);
-	normalize(norm);
-	bool canary = is_canary(s->policy, norm);
+	sl_path_normalize(norm);
+	bool canary = sl_path_is_canary(s->policy, norm);
 	int fd = -1;
 	const char *deny_layer = NULL, *deny_reason = NULL;
 	if (r == 0) {
 		/* Supervisor policy, on the path as named. */
-		if (!path_readable(s->policy, norm)) {
+		if (!sl_path_readable(s->policy, norm)) {
 			r = -EACCES;
 			deny_layer = "supervisor";
 			deny_reason = "outside the paths the policy makes visible";
-		} else if (wants_write((int)how.flags) && !path_writable(s->policy, norm)) {
+		} else if (wants_write((int)how.flags) && !sl_path_writable(s->policy, norm)) {
 			r = -EACCES;
 			deny_layer = "supervisor";
 			deny_reason = "write outside the workspace";
@@ -605,10 +542,10 @@ static void handle_open(struct sl_supervisor *s, const struct seccomp_notif *n, 
 			/* Post-check on what was really opened: a symlink may lead where the name
 			 * did not say. */
 			if (resolved[0] == '/') {
-				if (is_canary(s->policy, resolved))
+				if (sl_path_is_canary(s->policy, resolved))
 					canary = true;
-				if (!path_readable(s->policy, resolved) ||
-				    (wants_write((int)how.flags) && !path_writable(s->policy, resolved))) {
+				if (!sl_path_readable(s->policy, resolved) ||
+				    (wants_write((int)how.flags) && !sl_path_writable(s->policy, resolved))) {
 					close(fd);
 					fd = -EACCES;
 					deny_layer = "supervisor";
@@ -730,7 +667,7 @@ static void handle_exec(struct sl_supervisor *s, const struct seccomp_notif *n, 
 	}
 	if (r == 0) {
 		snprintf(norm, sizeof(norm), "%s", abs);
-		normalize(norm);
+		sl_path_normalize(norm);
 		/* Pre-check what the kernel is about to exec, as the workload: a name that does not
 		 * resolve or may not be executed is answered here and is not an exec (shells try
 		 * every PATH entry). */
