@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -286,6 +287,14 @@ int sl_cmd_run(int argc, char **argv)
 	bool sb_started = false;
 	memset(&sup, 0, sizeof(sup));
 	memset(&sb, 0, sizeof(sb));
+	sl_timing("start");
+	/* The sensor holds a pidfd per live workload thread and per blocking operation: take the
+	 * whole hard limit for fds (the workload gets the policy's own limit). */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 	if (parse(argc, argv, &o) < 0)
 		return 2;
 	sl_policy_default(&pol);
@@ -306,7 +315,6 @@ int sl_cmd_run(int argc, char **argv)
 		sl_policy_free(&pol);
 		return 3;
 	}
-	gaps |= o.accepted & (SL_GAP_CGROUP | SL_GAP_CGROUP_MEMORY | SL_GAP_CGROUP_PIDS);
 
 	char sandbox_id[33];
 	if (sl_random_id(sandbox_id) < 0) {
@@ -328,8 +336,11 @@ int sl_cmd_run(int argc, char **argv)
 			goto out;
 		}
 		if (geteuid() == 0) {
-			huid = st.st_uid ? st.st_uid : NOBODY;
-			hgid = st.st_uid ? st.st_gid : NOBODY;
+			/* A regular user's workspace runs as that user; anything owned by root or a
+			 * system account runs as nobody: never a privileged uid or gid (a workspace of
+			 * group shadow must not make /etc/shadow readable). */
+			huid = st.st_uid >= 1000 ? st.st_uid : NOBODY;
+			hgid = st.st_gid >= 1000 ? st.st_gid : NOBODY;
 		}
 	} else {
 		snprintf(ws, sizeof(ws), "/tmp/sightline-ws-%s", sandbox_id);
@@ -345,12 +356,23 @@ int sl_cmd_run(int argc, char **argv)
 			}
 		}
 	}
-	if (geteuid() == 0 && huid == 0) {
+	if (geteuid() == 0 && (huid == 0 || hgid == 0)) {
 		fprintf(stderr, "sightline run: refusing to run the workload as host root\n");
 		goto out;
 	}
 	/* The record must be out of the workload's reach: never inside its workspace. */
 	const char *rd = o.record_dir ? o.record_dir : default_record_dir(recdir_buf, sizeof(recdir_buf));
+	char rd_abs[PATH_MAX];
+	if (rd[0] == '/')
+		snprintf(rd_abs, sizeof(rd_abs), "%s", rd);
+	else if (!getcwd(rd_abs, sizeof(rd_abs)) || strlen(rd_abs) + strlen(rd) + 2 > sizeof(rd_abs))
+		rd_abs[0] = '\0';
+	else
+		strcat(strcat(rd_abs, "/"), rd);
+	if (!rd_abs[0] || path_under(rd_abs, ws)) {
+		fprintf(stderr, "sightline run: the record dir %s must not be inside the workspace %s\n", rd, ws);
+		goto out;
+	}
 	int mr = sl_mkdir_p(rd, 0700);
 	if (mr < 0 || !realpath(rd, recdir)) {
 		fprintf(stderr, "sightline run: record dir %s: %s\n", rd, strerror(mr < 0 ? -mr : errno));
@@ -390,6 +412,7 @@ int sl_cmd_run(int argc, char **argv)
 	sigaddset(&sigs, SIGUSR1); /* the sensor thread's stop signal: only it unblocks it */
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	sigdelset(&sigs, SIGUSR1);
+	sl_timing("policy, ids, dirs");
 	if (sl_sandbox_start(&cfg, &sb, err, sizeof(err)) < 0) {
 		fprintf(stderr, "sightline run: %s\n", err);
 		status = 3;
@@ -450,6 +473,7 @@ int sl_cmd_run(int argc, char **argv)
 	}
 	if (!o.quiet)
 		fprintf(stderr, "sightline: sandbox %s, record %s\n", sandbox_id, sl_record_path(rec));
+	sl_timing("record + sensor ready");
 	if (sl_sandbox_go(&sb) < 0) {
 		fprintf(stderr, "sightline run: the sandbox died before exec\n");
 	}
@@ -486,6 +510,7 @@ int sl_cmd_run(int argc, char **argv)
 	}
 	if (sfd >= 0)
 		close(sfd);
+	sl_timing("workload exited");
 	int wstatus = 0;
 	struct rusage ru;
 	memset(&ru, 0, sizeof(ru));
@@ -527,7 +552,11 @@ int sl_cmd_run(int argc, char **argv)
 	sl_json_int(&j, "class_uid", 1007);
 	sl_json_int(&j, "activity_id", 2);
 	sl_json_obj_close(&j);
-	r = atomic_load(&sup.fatal) ? atomic_load(&sup.fatal) : append(rec, "lifecycle.exit", &j);
+	/* Even after a record failure, try: the end of the story may still fit once the failed line
+	 * was rolled back, and says why the workload was stopped. */
+	r = append(rec, "lifecycle.exit", &j);
+	if (atomic_load(&sup.fatal))
+		r = atomic_load(&sup.fatal);
 	sl_json_reset(&j);
 	sl_json_obj_open(&j, "counts");
 	sl_json_uint(&j, "events", sl_record_count(rec) + 1);
@@ -541,13 +570,17 @@ int sl_cmd_run(int argc, char **argv)
 	sl_json_uint(&j, "canary", atomic_load(&sup.c.canary));
 	sl_json_uint(&j, "inexact", atomic_load(&sup.c.inexact));
 	sl_json_obj_close(&j);
-	int fr = sl_record_finish(rec, &j);
+	sl_timing("sensor joined");
+	/* No record.end after a lost line: the record must read as cut short, not complete. */
+	int fr = r < 0 ? sl_record_abandon(rec) : sl_record_finish(rec, &j);
+	sl_timing("record finished");
 	rec = NULL;
 	sl_json_free(&j);
 	if (r < 0 || fr < 0) {
-		fprintf(stderr, "sightline run: the record is incomplete: %s\n", strerror(-(r < 0 ? r : fr)));
-		if (status == 0)
-			status = 125;
+		/* The evidence is incomplete: that outranks the workload's own status. */
+		fprintf(stderr, "sightline run: the record is incomplete: %s (the workload's status was %d)\n",
+			strerror(-(r < 0 ? r : fr)), status);
+		status = 125;
 	}
 out:
 	if (rec)

@@ -150,3 +150,16 @@ int sl_random_id(char out[33])
 	sl_hex(raw, sizeof(raw), out);
 	return 0;
 }
+
+void sl_timing(const char *phase)
+{
+	static int on = -1;
+	static int64_t t0;
+	if (on < 0) {
+		const char *e = getenv("SIGHTLINE_TIMING");
+		on = e && e[0] == '1';
+		t0 = sl_now_monotonic_ns();
+	}
+	if (on)
+		fprintf(stderr, "timing: %-28s +%6lld us\n", phase, (long long)((sl_now_monotonic_ns() - t0) / 1000));
+}

@@ -40,6 +40,10 @@ static inline void *sl_steal_ptr(void *pp)
 	return r;
 }
 
+/* Start-up profiling: with SIGHTLINE_TIMING=1 in the environment, prints "phase +N us" to
+ * stderr at each call (the program's edge uses it; library code calls it only for timing). */
+void sl_timing(const char *phase);
+
 /* Realtime and monotonic clocks in nanoseconds. */
 int64_t sl_now_realtime_ns(void);
 int64_t sl_now_monotonic_ns(void);

@@ -22,7 +22,8 @@
 struct sl_record {
 	/* Set once at create. */
 	int fd;
-	int dfd; /* the directory, fsync'ed after create and at finish */
+	int dfd; /* the directory, fsync'ed with the first group sync and at finish */
+	bool dir_synced; /* written only by the sync thread after create */
 	char *path;
 	unsigned sync_ms;
 	char *mid; /* ,"sandbox_id":"<id>","time":  */
@@ -121,6 +122,11 @@ static void *syncer_main(void *arg)
 		r->dirty = false;
 		pthread_mutex_unlock(&r->mu);
 		int rc = fdatasync(r->fd) < 0 ? -errno : 0;
+		/* The directory entry joins the first group sync (see sl_record_create). */
+		if (rc == 0 && !r->dir_synced) {
+			rc = fsync(r->dfd) < 0 && errno != EINVAL ? -errno : 0;
+			r->dir_synced = rc == 0;
+		}
 		pthread_mutex_lock(&r->mu);
 		if (rc < 0 && r->sync_err == 0)
 			r->sync_err = rc;
@@ -416,11 +422,14 @@ int sl_record_create(struct sl_record **out, const char *dir, const char *sandbo
 		goto fail;
 	}
 	created = true;
-	/* The file's directory entry must survive a crash too, or a durable line has no name. */
-	if (fsync(r->dfd) < 0 && errno != EINVAL) {
+	/* The file's directory entry must survive a crash too, or a durable line has no name. With
+	 * group sync it is fsync'ed with the first group (within sync_ms, like every line), not here:
+	 * that would add a disk flush to every sandbox's start-up. */
+	if (sync_ms == 0 && fsync(r->dfd) < 0 && errno != EINVAL) {
 		rc = -errno;
 		goto fail;
 	}
+	r->dir_synced = sync_ms == 0;
 	rc = build_fixed(r, sandbox_id, id, observer);
 	if (rc < 0)
 		goto fail;
@@ -446,7 +455,7 @@ fail:
 	return rc;
 }
 
-int sl_record_finish(struct sl_record *r, const struct sl_json *end_body)
+static int finish(struct sl_record *r, const struct sl_json *end_body, bool end_line)
 {
 	if (!r)
 		return 0;
@@ -455,7 +464,7 @@ int sl_record_finish(struct sl_record *r, const struct sl_json *end_body)
 	int rc = body_text(end_body, &text, &text_len);
 
 	pthread_mutex_lock(&r->mu);
-	if (rc == 0) {
+	if (rc == 0 && end_line) {
 		if (r->seq == 0)
 			rc = -EINVAL; /* no record.begin: there is no record to end */
 		else {
@@ -479,4 +488,14 @@ int sl_record_finish(struct sl_record *r, const struct sl_json *end_body)
 		rc = r->sync_err; /* an earlier sync failed: lines before this one may be lost */
 	record_free(r);
 	return rc;
+}
+
+int sl_record_finish(struct sl_record *r, const struct sl_json *end_body)
+{
+	return finish(r, end_body, true);
+}
+
+int sl_record_abandon(struct sl_record *r)
+{
+	return finish(r, NULL, false);
 }

@@ -53,6 +53,11 @@ const char *sl_record_path(const struct sl_record *r);
  * either way). */
 int sl_record_finish(struct sl_record *r, const struct sl_json *end_body);
 
+/* Close a record that cannot be completed (the story could not be written to its end): sync
+ * what is there, write no record.end, free r. verify then reports it truncated, as it should.
+ * Returns 0 or -errno. */
+int sl_record_abandon(struct sl_record *r);
+
 /* Verification of a record file. */
 enum sl_verify_reason {
 	SL_VERIFY_OK = 0,

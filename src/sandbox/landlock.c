@@ -96,6 +96,9 @@ int sl_landlock_apply(const struct sl_policy *p, int abi, unsigned gaps, char *e
 				  LANDLOCK_ACCESS_FS_IOCTL_DEV,
 			  all, err, errlen)) < 0)
 		return r;
+	/* /dev/shm is a private tmpfs: writable, as the supervisor's policy says. */
+	if ((r = add_path(rs, "/dev/shm", all, all, err, errlen)) < 0)
+		return r;
 	if ((r = add_path(rs, "/proc", LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR, all, err,
 			  errlen)) < 0)
 		return r;

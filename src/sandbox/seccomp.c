@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <termios.h>
 
@@ -86,6 +87,14 @@ int sl_seccomp_install(bool record_opens, char *err, size_t errlen)
 		if ((r = add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(ioctl), 1, &c, err, errlen)) < 0)
 			goto out;
 	}
+
+	/* MSG_FASTOPEN connects as it sends: refused (and Fast Open is off in the namespace). */
+	struct scmp_arg_cmp fo2 = SCMP_A2(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN);
+	struct scmp_arg_cmp fo3 = SCMP_A3(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN);
+	if ((r = add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1, &fo3, err, errlen)) < 0 ||
+	    (r = add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendmsg), 1, &fo2, err, errlen)) < 0 ||
+	    (r = add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendmmsg), 1, &fo3, err, errlen)) < 0)
+		goto out;
 
 	mfd = memfd_create("sl-bpf", MFD_CLOEXEC);
 	if (mfd < 0) {

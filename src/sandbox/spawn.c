@@ -192,6 +192,12 @@ static __attribute__((noreturn)) void child_main(const struct sl_sandbox_cfg *cf
 	if (sethostname("sightline", 9) < 0)
 		child_fail(ctl, "sethostname failed");
 	loopback_up();
+	/* TCP Fast Open would put data on the wire from sendto()/sendmsg() without a connect()
+	 * the sensor sees: off in the sandbox's own network namespace. */
+	int tfo = open("/proc/sys/net/ipv4/tcp_fastopen", O_WRONLY | O_CLOEXEC);
+	if (tfo < 0 || write(tfo, "0", 1) != 1)
+		child_fail(ctl, "cannot turn off TCP Fast Open in the sandbox's network namespace");
+	close(tfo);
 	if (setsid() < 0)
 		child_fail(ctl, "setsid failed");
 	for (int cap = 0; cap <= 63; cap++)
@@ -220,8 +226,15 @@ static __attribute__((noreturn)) void child_main(const struct sl_sandbox_cfg *cf
 	close(listener);
 	if (wait_byte(ctl, 'G') < 0)
 		_exit(127);
-	/* Nothing of the supervisor's crosses into the workload but stdin/stdout/stderr. */
+	/* Nothing of the supervisor's crosses into the workload but stdin/stdout/stderr: no fd,
+	 * no blocked signal, no ignored signal. */
 	syscall(SYS_close_range, 3, ~0U, 0);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
 	environ = (char **)cfg->envp; /* execvp searches the workload's PATH, not ours */
 	execvp(cfg->argv[0], cfg->argv);
 	int e = errno;
@@ -305,6 +318,7 @@ int sl_sandbox_start(const struct sl_sandbox_cfg *cfg, struct sl_sandbox *sb, ch
 			return -EOPNOTSUPP;
 		}
 	}
+	sl_timing("cgroups created");
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		snprintf(err, errlen, "socketpair: %s", strerror(errno));
 		r = -errno;
@@ -343,6 +357,7 @@ int sl_sandbox_start(const struct sl_sandbox_cfg *cfg, struct sl_sandbox *sb, ch
 	sb->ctl_fd = sv[0];
 	sb->start_mono_ns = sl_now_monotonic_ns();
 	sb->start_real_ns = sl_now_realtime_ns();
+	sl_timing("cloned");
 	char map[64];
 	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)cfg->inner_uid, (unsigned)cfg->host_uid);
 	if (geteuid() != 0 && (r = write_map(sb->pid, "setgroups", "deny")) < 0) {
@@ -358,6 +373,7 @@ int sl_sandbox_start(const struct sl_sandbox_cfg *cfg, struct sl_sandbox *sb, ch
 		snprintf(err, errlen, "write gid_map: %s", strerror(-r));
 		goto fail;
 	}
+	sl_timing("maps written");
 	if ((r = sl_cgroup_attach_v1(&sb->cg, sb->pid)) < 0) {
 		snprintf(err, errlen, "attach to v1 cgroups: %s", strerror(-r));
 		goto fail;
@@ -367,8 +383,10 @@ int sl_sandbox_start(const struct sl_sandbox_cfg *cfg, struct sl_sandbox *sb, ch
 		snprintf(err, errlen, "sandbox setup: child gone");
 		goto fail;
 	}
+	sl_timing("v1 cgroups attached");
 	if ((r = recv_listener(sb->ctl_fd, &sb->listener_fd, err, errlen)) < 0)
 		goto fail;
+	sl_timing("listener received");
 	/* The sandbox's root, as an O_PATH handle: the supervisor resolves the workload's paths
 	 * beneath it (RESOLVE_IN_ROOT), exactly as the workload would. */
 	char rootp[64];

@@ -60,7 +60,7 @@ bool sl_path_writable(const struct sl_policy *p, const char *path)
 {
 	if (sl_path_under(path, p->workspace_mount) || (p->tmp && sl_path_under(path, "/tmp")) || sl_path_under(path, "/dev/shm"))
 		return true;
-	static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random",
+	static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
 					   "/dev/urandom"};
 	for (size_t i = 0; i < SL_ARRAY_LEN(devs); i++)
 		if (!strcmp(path, devs[i]))

@@ -36,6 +36,16 @@ struct sl_supervisor {
 	bool sync_wakeup; /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP took effect */
 	atomic_bool stopping;
 	struct sl_tid_cache *cache;
+	bool privileged; /* the supervisor has capabilities to drop around opens */
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} canary_ino[64];
+	size_t n_canary_ino;
+	pthread_mutex_t workers_mu;
+	pthread_t worker[64];
+	bool worker_busy[64];
+	int n_workers;
 };
 
 /* Start the notification thread. Returns 0 or -errno. */

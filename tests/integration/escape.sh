@@ -91,9 +91,63 @@ esc_tiocsti() {
 	expect_deny seccomp ioctl EPERM
 }
 
-for _case in host_read write_outside symlink_write connect ptrace_supervisor signal_supervisor \
+esc_kernel_addresses() {
+	# The sensor opens files for the workload; the file must not carry the sensor's privilege.
+	sl_sandbox "$1" -- /workspace/probe read /proc/kallsyms
+	expect_result read OK 0
+	echo "$OUT" | grep -q '^CONTENT 0000000000000000 ' || fail "kernel addresses visible: $(echo "$OUT" | head -2)"
+}
+esc_dev_tty() {
+	# /dev/tty opened by the supervisor would be the operator's terminal.
+	sl_sandbox "$1" -- /workspace/probe write /dev/tty
+	expect_result write ENXIO 6
+}
+esc_fastopen() {
+	sl_sandbox "$1" 'network: {allow_tcp_connect: [8080]}' -- /workspace/probe fastopen 9
+	expect_result fastopen EPERM 1
+	expect_deny seccomp sendto EPERM
+}
+esc_signal_mask() {
+	sl_sandbox "$1" -- /workspace/probe sigmask
+	echo "$OUT" | grep -qx 'BLOCKED 0' || fail "workload starts with blocked signals: $OUT"
+}
+esc_exec_mismatch() {
+	# An exec the sensor let through but the kernel refused (not an executable format) must not
+	# stand in the record as if it ran.
+	mkdir -p "$SL_TMP/ws-$1"
+	printf 'not an executable\n' >"$SL_TMP/ws-$1/garbage"
+	chmod 755 "$SL_TMP/ws-$1/garbage"
+	sl_sandbox "$1" -- /workspace/probe exec /workspace/garbage
+	expect_result exec ENOEXEC 8
+	rec_has '.class=="sensor.gap" and .gap=="exec-mismatch" and .expected=="/workspace/garbage"' ||
+		fail "no exec-mismatch: $(jq -c 'select(.class=="process.exec" or .class=="sensor.gap")' "$REC")"
+}
+esc_fifo() {
+	# A FIFO open waits for its other end; the sensor must keep serving the other side.
+	sl_sandbox "$1" 'limits: {wall_seconds: 20}' -- /bin/sh -c 'mkfifo /workspace/p && { cat /workspace/p > /workspace/got & } ; echo through-the-fifo > /workspace/p; wait; cat /workspace/got'
+	[ "$RC" = 0 ] || fail "fifo workload failed ($RC): $OUT $ERR"
+	echo "$OUT" | grep -qx through-the-fifo || fail "fifo data lost: $OUT"
+	[ "$(jq -c 'select(.class=="file.open" and .path=="/workspace/p" and .result>=0)' "$REC" | wc -l)" = 2 ] ||
+		fail "both fifo opens not recorded"
+}
+
+for _case in kernel_addresses dev_tty fastopen signal_mask exec_mismatch fifo host_read write_outside symlink_write connect ptrace_supervisor signal_supervisor \
 	see_host_processes mount io_uring userns bpf setns tiocsti; do
 	eval "test_${_case}_root() { need_root; esc_${_case} root; expect_verified; }"
 	eval "test_${_case}_user() { need_root; esc_${_case} user; expect_verified; }"
 done
 unset _case
+
+test_workspace_group_never_privileged() {
+	need_root
+	mkdir -p "$SL_TMP/ws-root"
+	chown 1000:shadow "$SL_TMP/ws-root"
+	chmod 775 "$SL_TMP/ws-root"
+	cp "$SL_PROBES/probe" "$SL_TMP/ws-root/probe"
+	printf 'workspace: %s\n' "$SL_TMP/ws-root" >"$SL_TMP/p.yaml"
+	set +e
+	"$SL_BIN" run --tenant t --agent a --task k --version v --credential-ref r --policy "$SL_TMP/p.yaml" \
+		--record-dir "$SL_TMP/rec" --quiet -- /workspace/probe read /etc/shadow >"$SL_TMP/out" 2>&1
+	set -e
+	grep -qx 'RESULT read EACCES' "$SL_TMP/out" || fail "workspace group leaked into the workload: $(cat "$SL_TMP/out")"
+}

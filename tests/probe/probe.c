@@ -235,6 +235,29 @@ int main(int argc, char **argv)
 		printf("COUNT connects %d\n", tried);
 		return 0;
 	}
+	if (!strcmp(a, "exec") && argc == 3) {
+		/* exec PATH; if it fails, report, then make one more (notified) syscall so the
+		 * sensor can notice the exec it recorded did not happen. */
+		execl(argv[2], argv[2], (char *)NULL);
+		int e = report("exec", -1);
+		close(open("/dev/null", O_RDONLY));
+		return e;
+	}
+	if (!strcmp(a, "fastopen") && argc == 3) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2]))};
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		return report("fastopen", (int)sendto(s, "x", 1, MSG_FASTOPEN, (struct sockaddr *)&sa, sizeof(sa)));
+	}
+	if (!strcmp(a, "sigmask")) {
+		sigset_t cur;
+		sigprocmask(SIG_BLOCK, NULL, &cur);
+		int blocked = 0;
+		for (int i = 1; i < 64; i++)
+			blocked += sigismember(&cur, i) == 1;
+		printf("BLOCKED %d\n", blocked);
+		return 0;
+	}
 	if (!strcmp(a, "race") && argc == 6)
 		return race(atoi(argv[2]), atoi(argv[3]), argv[4], argv[5]);
 	fprintf(stderr, "probe: unknown action %s\n", a);
