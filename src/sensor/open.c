@@ -212,36 +212,72 @@ static void finish(struct sl_supervisor *s, struct open_req *q, int fd, const ch
 		sl_respond(s, q->id, 0, (int)-result, false);
 }
 
+#define OPEN_WOULD_BLOCK (-100000)
+
+/* Open for the workload, knowing what is opened before opening it. The path is resolved once,
+ * to an O_PATH handle (no side effect: opening a FIFO for real would pair with a writer); its type
+ * decides; then that very inode is reopened through /proc/self/fd with the workload's flags. A
+ * FIFO (whose open waits for the other end) is left to a worker unless blocking is allowed.
+ * Returns an fd with *st filled, -errno, or OPEN_WOULD_BLOCK. */
+static int open_typed(struct sl_supervisor *s, struct open_req *q, struct open_how *how, struct stat *st,
+		      bool blocking)
+{
+	int fd;
+	if ((how->flags & O_PATH) || IS_TMPFILE(how->flags)) {
+		fd = open_once(s, q, how); /* nothing that can block */
+	} else {
+		struct open_how ph = {.flags = O_PATH | O_CLOEXEC | (how->flags & (O_NOFOLLOW | O_DIRECTORY)),
+				      .resolve = how->resolve};
+		int pfd = open_once(s, q, &ph);
+		if (pfd == -ENOENT && (how->flags & O_CREAT)) {
+			/* Creating: nothing is there (yet). O_NONBLOCK keeps a FIFO made meanwhile by
+			 * another process from stalling the sensor; it is cleared below. */
+			struct open_how ch = *how;
+			ch.flags |= O_NONBLOCK;
+			fd = open_once(s, q, &ch);
+			if (fd >= 0 && !q->user_nonblock)
+				fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+		} else if (pfd < 0) {
+			fd = pfd;
+		} else {
+			if (fstat(pfd, st) < 0) {
+				fd = -errno;
+			} else if (S_ISLNK(st->st_mode)) {
+				fd = -ELOOP; /* O_NOFOLLOW on a symlink */
+			} else if ((how->flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) {
+				fd = -EEXIST;
+			} else if (S_ISFIFO(st->st_mode) && !blocking && !q->user_nonblock) {
+				fd = OPEN_WOULD_BLOCK;
+			} else {
+				char self[64];
+				snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+				int fl = (int)(how->flags & ~(uint64_t)(O_CREAT | O_EXCL | O_NOFOLLOW));
+				fd = open(self, fl, 0);
+				if (fd < 0)
+					fd = -errno;
+			}
+			close(pfd);
+		}
+	}
+	if (fd >= 0 && fstat(fd, st) < 0) {
+		close(fd);
+		fd = -EIO;
+	}
+	return fd;
+}
+
 /* Open (blocking=false: never wait for a FIFO's other end), post-check, finish. Returns 1 if the
  * open would block and must go to a worker (nothing done yet), else 0. */
 static int execute(struct sl_supervisor *s, struct open_req *q, bool blocking)
 {
 	struct open_how how = q->how;
 	how.flags |= O_CLOEXEC; /* never leak into the supervisor's own children */
-	/* Opening a FIFO waits for its other end; the sensor must not. Try without waiting first;
-	 * a FIFO the workload wants to wait on is reopened on a worker thread. */
-	bool probe_nb = !blocking && !q->user_nonblock && !(how.flags & O_PATH);
-	if (probe_nb)
-		how.flags |= O_NONBLOCK;
-	sl_caps_for_open(s, true);
-	int fd = open_once(s, q, &how);
-	sl_caps_for_open(s, false);
 	struct stat st;
-	if (probe_nb && fd == -ENXIO)
-		return 1; /* a FIFO without a reader (or a device that needs waiting): wait elsewhere */
-	if (fd >= 0 && fstat(fd, &st) < 0) {
-		close(fd);
-		fd = -EIO;
-	}
-	if (fd >= 0 && probe_nb) {
-		if (S_ISFIFO(st.st_mode)) {
-			close(fd);
-			return 1;
-		}
-		int fl = fcntl(fd, F_GETFL);
-		if (fl >= 0)
-			fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-	}
+	sl_caps_for_open(s, true);
+	int fd = open_typed(s, q, &how, &st, blocking);
+	sl_caps_for_open(s, false);
+	if (fd == OPEN_WOULD_BLOCK)
+		return 1;
 	char resolved[PATH_MAXLEN] = "";
 	const char *deny_layer = NULL, *deny_reason = NULL;
 	bool canary = sl_path_is_canary(s->policy, q->norm);
