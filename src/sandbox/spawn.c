@@ -216,6 +216,11 @@ static __attribute__((noreturn)) void child_main(const struct sl_sandbox_cfg *cf
 		child_fail(ctl, "setrlimit failed");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail(ctl, "no_new_privs failed");
+	/* The uid change made us non-dumpable; the sensor (holding no capability in the host's
+	 * user namespace) must read our memory from the first exec on. Our memory is a copy of the
+	 * supervisor's before exec replaces it, and no other sandbox process exists yet to read it. */
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+		child_fail(ctl, "set dumpable failed");
 	if (sl_landlock_apply(p, landlock_abi, cfg->gaps, err, sizeof(err)) < 0)
 		child_fail(ctl, err);
 	int listener = sl_seccomp_install(cfg->record_opens, err, sizeof(err));

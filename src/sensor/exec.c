@@ -185,8 +185,7 @@ void sl_handle_exec(struct sl_supervisor *s, const struct seccomp_notif *n, cons
 		if (at_flags & AT_SYMLINK_NOFOLLOW)
 			how.flags |= O_NOFOLLOW;
 		char tr[PATH_MAXLEN];
-		sl_caps_for_open(s, true);
-		int fd = abs[0] == '/' && sl_translate_self(abs, ti, tr, sizeof(tr)) == 0
+			int fd = abs[0] == '/' && sl_translate_self(abs, ti, tr, sizeof(tr)) == 0
 				 ? sl_open_in_sandbox(s, ti, tr, &how)
 				 : -ENOENT;
 		if (fd < 0) {
@@ -213,8 +212,7 @@ void sl_handle_exec(struct sl_supervisor *s, const struct seccomp_notif *n, cons
 			}
 			close(fd);
 		}
-		sl_caps_for_open(s, false);
-	}
+		}
 	if (r < 0) {
 		sl_respond(s, n->id, 0, -r, false);
 		return;

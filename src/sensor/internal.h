@@ -46,11 +46,10 @@ void sl_respond(struct sl_supervisor *s, uint64_t id, int64_t val, int err, bool
 bool sl_id_valid(struct sl_supervisor *s, uint64_t id);
 
 /* Credentials of sensor threads. sl_thread_become_workload: this thread's fs identity becomes
- * the workload's (fsuid/fsgid, no groups, own umask). sl_caps_for_open(false) leaves only
- * CAP_SYS_PTRACE effective (to read workload memory and fds); (true) leaves none, so a file the
- * sensor opens for the workload carries no host privilege in its credentials. */
+ * the workload's (fsuid/fsgid, no groups, own umask) and it keeps no effective capability
+ * (sl_drop_effective_caps), so a file it opens for the workload carries no host privilege. */
 int sl_thread_become_workload(struct sl_supervisor *s);
-void sl_caps_for_open(struct sl_supervisor *s, bool opening);
+void sl_drop_effective_caps(struct sl_supervisor *s);
 
 /* Run fn(arg) on a short-lived worker thread with the workload's fs identity, for an operation
  * that may block (a FIFO open, a blocking connect) so the sensor keeps serving other tasks.
@@ -59,7 +58,7 @@ int sl_worker_spawn(struct sl_supervisor *s, void (*fn)(struct sl_supervisor *, 
 
 /* Open abs (absolute, /proc/self already rewritten) as the workload would resolve it: beneath
  * the sandbox's root, magic links of the caller's own /proc entry followed safely. Call with the
- * open-time credentials (sl_caps_for_open(s, true)). Returns an fd or -errno. */
+ * sensor's credentials (sl_thread_become_workload). Returns an fd or -errno. */
 int sl_open_in_sandbox(struct sl_supervisor *s, const struct sl_task_info *ti, const char *abs, struct open_how *how);
 
 /* The handlers. */

@@ -141,24 +141,24 @@ int sl_thread_become_workload(struct sl_supervisor *s)
 	setfsuid(s->w_uid);
 	if ((uid_t)setfsuid((uid_t)-1) != s->w_uid || (gid_t)setfsgid((gid_t)-1) != s->w_gid)
 		return -EPERM;
-	sl_caps_for_open(s, false);
+	sl_drop_effective_caps(s);
 	return 0;
 }
 
-void sl_caps_for_open(struct sl_supervisor *s, bool opening)
+void sl_drop_effective_caps(struct sl_supervisor *s)
 {
-	/* Per-thread (raw capset). While opening: nothing, so the file's credentials (f_cred) hold
-	 * no host privilege (kallsyms, pagemap, /proc/PID/mem decide by them). Otherwise only
-	 * CAP_SYS_PTRACE, to read the workload's memory and take its fds. Permitted is kept so the
-	 * effective set can be raised again. Without privilege (unprivileged supervisor) a no-op. */
+	/* Per thread (raw capset): no effective capability at all, so a file the sensor opens for
+	 * the workload carries no host privilege in its credentials (kallsyms, pagemap and
+	 * /proc/PID/mem decide by them). Reading the workload's memory and taking its fds still
+	 * works: the workload's user namespace is a child of ours owned by our euid, and the kernel
+	 * gives the owner every capability inside it, whatever our effective set. */
 	if (!s->privileged)
 		return;
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct data[2];
 	if (syscall(SYS_capget, &hdr, data) < 0)
 		return;
-	data[0].effective = opening ? 0 : (1u << CAP_SYS_PTRACE);
-	data[1].effective = 0;
+	data[0].effective = data[1].effective = 0;
 	syscall(SYS_capset, &hdr, data);
 }
 
