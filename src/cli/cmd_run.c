@@ -419,7 +419,9 @@ int sl_cmd_run(int argc, char **argv)
 		goto out;
 	}
 	sb_started = true;
+	sl_timing("sandbox ready");
 	int r = sl_record_create(&rec, recdir, sandbox_id, &o.id, "supervisor", o.sync_ms);
+	sl_timing("record created");
 	if (r < 0) {
 		fprintf(stderr, "sightline run: create record in %s: %s\n", recdir, strerror(-r));
 		goto out;
@@ -431,7 +433,9 @@ int sl_cmd_run(int argc, char **argv)
 	sup.w_gid = hgid;
 	sup.drop_groups = geteuid() == 0;
 	sup.cpu = cfg.cpu;
-	if ((r = sl_supervisor_start(&sup)) < 0) {
+	r = sl_supervisor_start(&sup);
+	sl_timing("sensor started");
+	if (r < 0) {
 		fprintf(stderr, "sightline run: start sensor: %s\n", strerror(-r));
 		goto out;
 	}

@@ -112,6 +112,8 @@ int sl_cgroup_create(struct sl_cgroup *cg, const char *id, const struct sl_polic
 		snprintf(num, sizeof(num), "%llu", (unsigned long long)lim->memory_bytes);
 		if (!lim->memory_bytes || write_str(cg->v2, "memory.max", num) < 0)
 			*gaps |= lim->memory_bytes ? SL_GAP_CGROUP_MEMORY : 0;
+	} else if (!lim->memory_bytes) {
+		/* No limit asked: do not pay for joining a v1 hierarchy (an RCU grace period). */
 	} else if (find_mount("cgroup", "memory", mnt, sizeof(mnt)) == 0 &&
 		   make_child(mnt, id, cg->mem_v1, sizeof(cg->mem_v1)) == 0) {
 		snprintf(num, sizeof(num), "%llu", (unsigned long long)lim->memory_bytes);
@@ -124,6 +126,7 @@ int sl_cgroup_create(struct sl_cgroup *cg, const char *id, const struct sl_polic
 		snprintf(num, sizeof(num), "%llu", (unsigned long long)lim->pids);
 		if (lim->pids && write_str(cg->v2, "pids.max", num) < 0)
 			*gaps |= SL_GAP_CGROUP_PIDS;
+	} else if (!lim->pids) {
 	} else if (find_mount("cgroup", "pids", mnt, sizeof(mnt)) == 0 &&
 		   make_child(mnt, id, cg->pids_v1, sizeof(cg->pids_v1)) == 0) {
 		snprintf(num, sizeof(num), "%llu", (unsigned long long)lim->pids);

@@ -379,13 +379,15 @@ int sl_sandbox_start(const struct sl_sandbox_cfg *cfg, struct sl_sandbox *sb, ch
 		goto fail;
 	}
 	sl_timing("maps written");
-	if ((r = sl_cgroup_attach_v1(&sb->cg, sb->pid)) < 0) {
-		snprintf(err, errlen, "attach to v1 cgroups: %s", strerror(-r));
-		goto fail;
-	}
 	if (send(sb->ctl_fd, "M", 1, MSG_NOSIGNAL) != 1) {
 		r = -EPIPE;
 		snprintf(err, errlen, "sandbox setup: child gone");
+		goto fail;
+	}
+	/* While the child builds its root: join the v1 memory/pids cgroups (slow: the kernel waits
+	 * for an RCU grace period). The child runs nothing of the workload's before "go". */
+	if ((r = sl_cgroup_attach_v1(&sb->cg, sb->pid)) < 0) {
+		snprintf(err, errlen, "attach to v1 cgroups: %s", strerror(-r));
 		goto fail;
 	}
 	sl_timing("v1 cgroups attached");
