@@ -3,5 +3,5 @@
 #define SL_VERSION "0.1.0"
 /* Bumped whenever what the sensor observes or how it maps events changes: acceptances made on
  * another sensor version are stale. */
-#define SL_SENSOR_VERSION "native-notify/1"
+#define SL_SENSOR_VERSION "native-notify/2"
 #endif

@@ -30,7 +30,7 @@ struct conn_req {
 	struct sl_task_info ti;
 	struct sockaddr_storage ss;
 	socklen_t alen;
-	char host[INET6_ADDRSTRLEN + 48];
+	char host[128];
 	const char *family;
 	unsigned port;
 	bool inet, emulate, exact;
@@ -73,7 +73,7 @@ static void finish(struct sl_supervisor *s, struct conn_req *q, int result, cons
 	int er = sl_emit(s, "network.connect", &j);
 	sl_json_free(&j);
 	if (er == 0 && deny_reason) {
-		char where[INET6_ADDRSTRLEN + 64];
+		char where[160];
 		snprintf(where, sizeof(where), "%s:%u", q->host, q->port);
 		er = sl_deny_event(s, q->tid, &q->ti, q->nr, "supervisor", -result, deny_reason, where, 4001, 5);
 	}

@@ -132,7 +132,8 @@ void sl_handle_exec(struct sl_supervisor *s, const struct seccomp_notif *n, cons
 	uint64_t argv_addr = nr == SYS_execveat ? n->data.args[2] : n->data.args[1];
 	int at_flags = nr == SYS_execveat ? (int)n->data.args[4] : 0;
 	char path[PATH_MAXLEN], abs[PATH_MAXLEN], norm[PATH_MAXLEN], resolved[PATH_MAXLEN] = "", interp[256] = "";
-	struct stat bin = {0};
+	struct stat bin = {0}, runs = {0};
+	bool script = false;
 	ssize_t pl = sl_mem_read_str(n->pid, path_addr, path, sizeof(path));
 	/* argv: pointers then strings, all bounded; argc is counted to the end (up to the kernel's
 	 * own limit) so a truncated list says how much it left out. */
@@ -208,6 +209,16 @@ void sl_handle_exec(struct sl_supervisor *s, const struct seccomp_notif *n, cons
 				ssize_t hn = pread(rfd, head, sizeof(head), 0);
 				if (hn > 0 && sl_binfmt_interpreter(head, (size_t)hn, interp, sizeof(interp)) != 1)
 					interp[0] = '\0';
+				/* For a "#!" script the kernel runs the interpreter: that is what
+				 * /proc/PID/exe will name, so that is what the check expects. */
+				if (interp[0] == '/' && hn >= 2 && head[0] == '#' && head[1] == '!') {
+					struct open_how ih = {.flags = O_PATH | O_CLOEXEC};
+					int ifd = sl_open_in_sandbox(s, ti, interp, &ih);
+					if (ifd >= 0) {
+						script = fstat(ifd, &runs) == 0;
+						close(ifd);
+					}
+				}
 				close(rfd);
 			}
 			close(fd);
@@ -274,7 +285,7 @@ void sl_handle_exec(struct sl_supervisor *s, const struct seccomp_notif *n, cons
 	sl_json_free(&j);
 	int er = seq < 0 ? (int)seq : 0;
 	if (er == 0)
-		pending_add(s, ti->tgid, &bin, seq, resolved[0] ? resolved : norm);
+		pending_add(s, ti->tgid, script ? &runs : &bin, seq, script ? interp : resolved[0] ? resolved : norm);
 	if (er < 0) {
 		sl_respond(s, n->id, 0, EIO, false);
 		return;

@@ -159,7 +159,8 @@ void sl_drop_effective_caps(struct sl_supervisor *s)
 	if (syscall(SYS_capget, &hdr, data) < 0)
 		return;
 	data[0].effective = data[1].effective = 0;
-	syscall(SYS_capset, &hdr, data);
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		abort(); /* cannot happen (lowering is always allowed); never open with privilege */
 }
 
 /* ---- workers for operations that may block --------------------------------------------------- */
@@ -181,7 +182,7 @@ static void *worker_main(void *p)
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	/* Created by the sensor thread, a worker inherits its identity (the workload's fsuid/fsgid,
-	 * no groups, only CAP_SYS_PTRACE: it could not switch again). It needs only its own
+	 * no groups, no effective capability: it could not switch again). It needs only its own
 	 * fs_struct, for the workload's umask. fn always runs: it owes the kernel an answer. */
 	unshare(CLONE_FS);
 	w.fn(w.s, w.arg);

@@ -131,7 +131,19 @@ esc_fifo() {
 		fail "both fifo opens not recorded"
 }
 
-for _case in kernel_addresses dev_tty fastopen signal_mask exec_mismatch fifo host_read write_outside symlink_write connect ptrace_supervisor signal_supervisor \
+esc_script_exec_verified() {
+	# A "#!" script runs its interpreter: the post-exec check must accept that, not cry mismatch.
+	mkdir -p "$SL_TMP/ws-$1"
+	printf '#!/bin/sh\necho script-ran\n' >"$SL_TMP/ws-$1/s.sh"
+	chmod 755 "$SL_TMP/ws-$1/s.sh"
+	sl_sandbox "$1" -- /bin/sh -c '/workspace/s.sh; cat /dev/null'
+	echo "$OUT" | grep -qx script-ran || fail "script did not run: $OUT $ERR"
+	rec_has '.class=="process.exec" and .executable=="/workspace/s.sh" and .interpreter=="/bin/sh"' ||
+		fail "script exec not recorded with its interpreter"
+	! rec_has '.class=="sensor.gap"' || fail "spurious gap: $(jq -c 'select(.class=="sensor.gap")' "$REC")"
+}
+
+for _case in script_exec_verified kernel_addresses dev_tty fastopen signal_mask exec_mismatch fifo host_read write_outside symlink_write connect ptrace_supervisor signal_supervisor \
 	see_host_processes mount io_uring userns bpf setns tiocsti; do
 	eval "test_${_case}_root() { need_root; esc_${_case} root; expect_verified; }"
 	eval "test_${_case}_user() { need_root; esc_${_case} user; expect_verified; }"
