@@ -402,6 +402,7 @@ int sl_cmd_run(int argc, char **argv)
 				     .inner_gid = 1000,
 				     .record_opens = pol.record_opens,
 				     .gaps = gaps,
+				     .accepted = o.accepted,
 				     .cpu = o.spread ? -1 : pick_cpu(sandbox_id)};
 	/* Signals for the whole run are taken through a signalfd; block them before any thread. */
 	sigset_t sigs;
@@ -439,6 +440,7 @@ int sl_cmd_run(int argc, char **argv)
 		fprintf(stderr, "sightline run: start sensor: %s\n", strerror(-r));
 		goto out;
 	}
+	gaps |= sb.gaps_found;
 	struct sl_json j;
 	sl_json_init(&j);
 	begin_body(&j, &o, &pol, ws, &sb, gaps, huid, sup.sync_wakeup, cfg.cpu);

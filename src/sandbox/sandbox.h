@@ -40,6 +40,7 @@ struct sl_sandbox_cfg {
 	uid_t inner_uid, inner_gid; /* the workload's ids inside */
 	bool record_opens;	    /* route opens to the supervisor */
 	unsigned gaps;		    /* layers known missing (accepted): skip them */
+	unsigned accepted;	    /* every gap the operator accepted (--accept-gap) */
 	int cpu;		    /* >= 0: pin the workload to this CPU (shared with its sensor) */
 };
 
@@ -57,6 +58,7 @@ struct sl_sandbox {
 	int ctl_fd;	 /* setup channel to the child (closed after go) */
 	int root_fd;	 /* O_PATH fd of the sandbox's root, for resolving paths as it does */
 	int landlock_abi;
+	unsigned gaps_found; /* accepted gaps discovered while building (say, no memory controller) */
 	struct sl_cgroup cg;
 	int64_t start_mono_ns, start_real_ns;
 };

@@ -311,8 +311,9 @@ int sl_sandbox_start(const struct sl_sandbox_cfg *cfg, struct sl_sandbox *sb, ch
 			snprintf(err, errlen, "cgroup: %s", strerror(-r));
 			return r;
 		}
-		if ((gaps & ~cfg->gaps) != 0) {
-			unsigned missing = gaps & ~cfg->gaps;
+		sb->gaps_found = gaps & ~cfg->gaps & cfg->accepted;
+		if ((gaps & ~cfg->gaps & ~cfg->accepted) != 0) {
+			unsigned missing = gaps & ~cfg->gaps & ~cfg->accepted;
 			for (unsigned i = 0; i < SL_GAP_COUNT; i++)
 				if (missing & (1u << i)) {
 					snprintf(err, errlen, "missing layer '%s': %s (accept with --accept-gap %s)",
