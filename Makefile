@@ -7,7 +7,7 @@ HARDEN   = -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS = -std=gnu17 -D_GNU_SOURCE $(WARN) $(HARDEN) $(CFLAGS) -Isrc $(EXTRA_CFLAGS)
 LDFLAGS_ALL = -pie -Wl,-z,relro,-z,now $(LDFLAGS) $(EXTRA_LDFLAGS)
-LIBS    = -lseccomp -lcrypto -lyaml -ljson-c -lpthread
+LIBS    = -lseccomp -lcrypto -lyaml -ljson-c -lsqlite3 -lpthread
 
 LIB_SRC  := $(sort $(shell find src -name '*.c' ! -path 'src/cli/*'))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))

@@ -3,4 +3,7 @@
 #define SL_CLI_H
 int sl_cmd_run(int argc, char **argv);
 int sl_cmd_verify(int argc, char **argv);
+int sl_cmd_collectd(int argc, char **argv);
+/* status, events, alerts: argv[0] names which. */
+int sl_cmd_query(int argc, char **argv);
 #endif

@@ -19,6 +19,8 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "common/version.h"
+#include "export/exporter.h"
+#include "export/frame.h"
 #include "policy/policy.h"
 #include "record/record.h"
 #include "sandbox/sandbox.h"
@@ -35,6 +37,10 @@ struct run_opts {
 	unsigned sync_ms;
 	bool quiet;
 	bool spread; /* do not pin the workload and its sensor to one CPU */
+	const char *collector;	      /* ADDR to stream the record to, or NULL */
+	const char *collector_secret; /* the collector's master secret (to derive this sandbox's key) */
+	const char *risk_class;
+	unsigned drain_seconds;
 	char **argv;
 };
 
@@ -42,7 +48,9 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: sightline run --tenant T --agent A --task K --version V --credential-ref R\n"
 		   "                     [--policy FILE] [--record-dir DIR] [--accept-gap NAME]...\n"
-		   "                     [--sync-ms N] [--no-colocate] [--quiet] -- CMD [ARGS...]\n"
+		   "                     [--sync-ms N] [--no-colocate] [--quiet]\n"
+		   "                     [--collector unix:PATH|tcp:127.0.0.1:PORT] [--collector-secret FILE]\n"
+		   "                     [--risk-class high|medium|low] [--drain-seconds N] -- CMD [ARGS...]\n"
 		   "gaps: landlock landlock-net landlock-scope cgroup cgroup-memory cgroup-pids notify-sync\n");
 }
 
@@ -60,7 +68,7 @@ static bool valid_ident(const char *s)
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
-	enum { OPT_TENANT = 256, OPT_AGENT, OPT_TASK, OPT_VERSION, OPT_CRED, OPT_POLICY, OPT_RECDIR, OPT_GAP, OPT_SYNC, OPT_QUIET, OPT_SPREAD };
+	enum { OPT_TENANT = 256, OPT_AGENT, OPT_TASK, OPT_VERSION, OPT_CRED, OPT_POLICY, OPT_RECDIR, OPT_GAP, OPT_SYNC, OPT_QUIET, OPT_SPREAD, OPT_COLLECTOR, OPT_SECRET, OPT_RISK, OPT_DRAIN };
 	static const struct option opts[] = {{"tenant", required_argument, 0, OPT_TENANT},
 					     {"agent", required_argument, 0, OPT_AGENT},
 					     {"task", required_argument, 0, OPT_TASK},
@@ -72,10 +80,17 @@ static int parse(int argc, char **argv, struct run_opts *o)
 					     {"sync-ms", required_argument, 0, OPT_SYNC},
 					     {"quiet", no_argument, 0, OPT_QUIET},
 					     {"no-colocate", no_argument, 0, OPT_SPREAD},
+					     {"collector", required_argument, 0, OPT_COLLECTOR},
+					     {"collector-secret", required_argument, 0, OPT_SECRET},
+					     {"risk-class", required_argument, 0, OPT_RISK},
+					     {"drain-seconds", required_argument, 0, OPT_DRAIN},
 					     {"help", no_argument, 0, 'h'},
 					     {0, 0, 0, 0}};
 	memset(o, 0, sizeof(*o));
 	o->sync_ms = 20;
+	o->risk_class = "medium";
+	o->drain_seconds = 10;
+	o->collector_secret = "/var/lib/sightline/collector.secret";
 	optind = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -125,6 +140,29 @@ static int parse(int argc, char **argv, struct run_opts *o)
 		case OPT_SPREAD:
 			o->spread = true;
 			break;
+		case OPT_COLLECTOR:
+			o->collector = optarg;
+			break;
+		case OPT_SECRET:
+			o->collector_secret = optarg;
+			break;
+		case OPT_RISK:
+			if (strcmp(optarg, "high") && strcmp(optarg, "medium") && strcmp(optarg, "low")) {
+				fprintf(stderr, "sightline run: --risk-class is high, medium or low\n");
+				return -1;
+			}
+			o->risk_class = optarg;
+			break;
+		case OPT_DRAIN: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || v > 3600) {
+				fprintf(stderr, "sightline run: --drain-seconds takes 0..3600\n");
+				return -1;
+			}
+			o->drain_seconds = (unsigned)v;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -178,6 +216,17 @@ static bool path_under(const char *p, const char *root)
 {
 	size_t n = strlen(root);
 	return !strncmp(p, root, n) && (p[n] == '\0' || p[n] == '/' || (n == 1 && root[0] == '/'));
+}
+
+/* The collector's 32-byte master secret (written by `sightline collectd`). */
+static int read_secret(const char *path, uint8_t out[SL_FRAME_MASTER_LEN])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = sl_read_full(fd, out, SL_FRAME_MASTER_LEN + 1);
+	close(fd);
+	return n == SL_FRAME_MASTER_LEN ? 0 : -EINVAL;
 }
 
 /* One of the CPUs we may use, chosen by the sandbox id so concurrent sandboxes spread out. */
@@ -282,6 +331,7 @@ int sl_cmd_run(int argc, char **argv)
 	struct sl_sandbox sb;
 	struct sl_supervisor sup;
 	struct sl_record *rec = NULL;
+	struct sl_exporter *exporter = NULL;
 	char err[1024], ws[PATH_MAX], recdir_buf[PATH_MAX], recdir[PATH_MAX];
 	int status = 125; /* our own failure, as env(1) and friends use it */
 	bool sb_started = false;
@@ -477,6 +527,30 @@ int sl_cmd_run(int argc, char **argv)
 		sl_json_free(&j);
 		goto out;
 	}
+	if (o.collector) {
+		/* This sandbox's key, derived from the collector's secret; the secret is wiped at once
+		 * and the key lives only in this process, never in the sandbox. */
+		uint8_t master[SL_FRAME_MASTER_LEN];
+		int kr = read_secret(o.collector_secret, master);
+		struct sl_exporter_cfg ec = {.addr = o.collector,
+					     .record_path = sl_record_path(rec),
+					     .sandbox_id = sandbox_id,
+					     .id = o.id,
+					     .risk_class = o.risk_class,
+					     .control = "none"};
+		if (kr == 0)
+			kr = sl_frame_derive_key(master, sandbox_id, ec.key);
+		explicit_bzero(master, sizeof(master));
+		if (kr == 0)
+			kr = sl_exporter_start(&ec, &exporter);
+		explicit_bzero(ec.key, sizeof(ec.key));
+		if (kr < 0) {
+			fprintf(stderr, "sightline run: collector export (%s, secret %s): %s\n", o.collector,
+				o.collector_secret, strerror(-kr));
+			sl_json_free(&j);
+			goto out;
+		}
+	}
 	if (!o.quiet)
 		fprintf(stderr, "sightline: sandbox %s, record %s\n", sandbox_id, sl_record_path(rec));
 	sl_timing("record + sensor ready");
@@ -581,6 +655,21 @@ int sl_cmd_run(int argc, char **argv)
 	int fr = r < 0 ? sl_record_abandon(rec) : sl_record_finish(rec, &j);
 	sl_timing("record finished");
 	rec = NULL;
+	if (exporter) {
+		/* Ship what is left. What the collector has not acknowledged stays in the record:
+		 * nothing is discarded; it can be delivered later from there. */
+		struct sl_exporter_stats es;
+		int er = sl_exporter_finish(exporter, o.drain_seconds * 1000u, &es);
+		exporter = NULL;
+		if (er < 0)
+			fprintf(stderr, "sightline run: %llu of %llu events not yet acknowledged by the collector; "
+					"they are kept in the record\n",
+				(unsigned long long)(es.recorded - es.acked), (unsigned long long)es.recorded);
+		else if (!o.quiet)
+			fprintf(stderr, "sightline: %llu events delivered to %s (%llu connection%s)\n",
+				(unsigned long long)es.acked, o.collector, (unsigned long long)es.connects,
+				es.connects == 1 ? "" : "s");
+	}
 	sl_json_free(&j);
 	if (r < 0 || fr < 0) {
 		/* The evidence is incomplete: that outranks the workload's own status. */
@@ -589,6 +678,8 @@ int sl_cmd_run(int argc, char **argv)
 		status = 125;
 	}
 out:
+	if (exporter)
+		sl_exporter_finish(exporter, 0, NULL);
 	if (rec)
 		sl_record_finish(rec, NULL);
 	if (sb_started) {

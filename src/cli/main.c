@@ -8,7 +8,9 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: sightline COMMAND [ARGS]\n"
 		   "  run      run a command in a recorded sandbox (see docs/cli.md)\n"
-		   "  verify   verify a record's hash chain\n");
+		   "  verify   verify a record's hash chain\n"
+		   "  collectd the collector daemon\n"
+		   "  status | events | alerts   read the collector's store\n");
 }
 
 int main(int argc, char **argv)
@@ -22,6 +24,10 @@ int main(int argc, char **argv)
 		return sl_cmd_run(argc - 1, argv + 1);
 	if (!strcmp(cmd, "verify"))
 		return sl_cmd_verify(argc - 1, argv + 1);
+	if (!strcmp(cmd, "collectd"))
+		return sl_cmd_collectd(argc - 1, argv + 1);
+	if (!strcmp(cmd, "status") || !strcmp(cmd, "events") || !strcmp(cmd, "alerts"))
+		return sl_cmd_query(argc - 1, argv + 1);
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		usage(stdout);
 		return 0;

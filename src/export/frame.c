@@ -636,10 +636,16 @@ int sl_frame_error_payload(uint16_t code, const char *msg, size_t msg_len, uint8
 /* ---- strict JSON objects (HELLO, HEARTBEAT) ---- */
 
 /* json-c, even with JSON_TOKENER_STRICT, keeps the last of duplicate keys, takes 'single quoted'
- * strings, raw control bytes in strings, overlong UTF-8 and NaN. So before json-c parses a payload,
- * scan it: valid UTF-8 without NUL, no control byte inside a string, nothing quoted with ', and
- * count the members (one ':' each, outside strings) at nesting depth 1 and 2. After the parse, the
- * parsed objects must have as many members as the text has: no duplicates. */
+ * keys, raw control bytes in strings, overlong UTF-8, "-0", "00" and NaN. So before json-c parses a
+ * payload, scan it: valid UTF-8 without NUL, no control byte inside a string, nothing quoted with ',
+ * numbers as plain digits, and count the members (one ':' each, outside strings) at nesting depth 1
+ * and 2. After the parse, the parsed objects must have as many members as the text has: no
+ * duplicates. */
+static bool ascii_alnum(uint8_t c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
 static int json_prescan(const uint8_t *p, size_t len, size_t members[2])
 {
 	if (!utf8_valid(p, len, true))
@@ -683,11 +689,19 @@ static int json_prescan(const uint8_t *p, size_t len, size_t members[2])
 		case '\n':
 		case '\r':
 			break;
+		case ',':
+			break;
 		default:
-			/* literals, numbers, ',' : only ASCII letters, digits and +-.e, */
-			if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			      c == '+' || c == '-' || c == '.' || c == ','))
+			/* literals and numbers: ASCII letters and digits only. No sign, fraction or exponent
+			 * sign (these payloads hold non-negative integers at most; json-c takes "-0"), and no
+			 * leading zero (json-c takes "00"). */
+			if (c >= '0' && c <= '9') {
+				bool token_start = i == 0 || !ascii_alnum(p[i - 1]);
+				if (c == '0' && token_start && i + 1 < len && ascii_alnum(p[i + 1]))
+					return -EBADMSG;
+			} else if (!ascii_alnum(c)) {
 				return -EBADMSG;
+			}
 		}
 	}
 	return in_str || depth ? -EBADMSG : 0;
@@ -703,8 +717,8 @@ static struct json_object *json_parse_object(const uint8_t *p, size_t len, size_
 		return NULL;
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
 	struct json_object *o = json_tokener_parse_ex(tok, (const char *)p, (int)len);
-	if (o && (json_tokener_get_error(tok) != json_tokener_success || json_tokener_get_parse_end(tok) != len ||
-		  !json_object_is_type(o, json_type_object))) {
+	if (o && (json_tokener_get_error(tok) != json_tokener_success ||
+		  json_tokener_get_parse_end(tok) != len || !json_object_is_type(o, json_type_object))) {
 		json_object_put(o);
 		o = NULL;
 	}
@@ -765,14 +779,17 @@ int sl_frame_hello_parse(const uint8_t *p, size_t len, struct sl_frame_hello *ou
 		goto out;
 	char *const idf[] = {out->tenant, out->agent, out->task, out->version, out->credential_ref};
 	for (size_t i = 0; i < SL_ARRAY_LEN(identity_keys); i++)
-		if (!get_str(id, identity_keys[i], 0, SL_FRAME_HELLO_STR_MAX, idf[i], SL_FRAME_HELLO_STR_MAX + 1))
+		if (!get_str(id, identity_keys[i], 0, SL_FRAME_HELLO_STR_MAX, idf[i],
+			     SL_FRAME_HELLO_STR_MAX + 1))
 			goto out;
-	if (!get_str(o, "risk_class", 1, sizeof(out->risk_class) - 1, out->risk_class, sizeof(out->risk_class)) ||
+	if (!get_str(o, "risk_class", 1, sizeof(out->risk_class) - 1, out->risk_class,
+		     sizeof(out->risk_class)) ||
 	    !risk_class_valid(out->risk_class))
 		goto out;
 	if (!get_str(o, "control", 1, SL_FRAME_HELLO_STR_MAX, out->control, sizeof(out->control)))
 		goto out;
-	if (!json_object_object_get_ex(o, "resume", &resume) || !json_object_is_type(resume, json_type_boolean))
+	if (!json_object_object_get_ex(o, "resume", &resume) ||
+	    !json_object_is_type(resume, json_type_boolean))
 		goto out;
 	out->resume = json_object_get_boolean(resume);
 	r = 0;
@@ -783,7 +800,8 @@ out:
 	return r;
 }
 
-static const char *const heartbeat_keys[] = {"emitted", "recorded", "exported", "acked", "dropped", "backlog"};
+static const char *const heartbeat_keys[] = {"emitted", "recorded", "exported",
+					     "acked",	"dropped",  "backlog"};
 
 int sl_frame_heartbeat_parse(const uint8_t *p, size_t len, struct sl_frame_heartbeat *out)
 {
@@ -802,7 +820,8 @@ int sl_frame_heartbeat_parse(const uint8_t *p, size_t len, struct sl_frame_heart
 		goto out;
 	for (size_t i = 0; i < SL_ARRAY_LEN(heartbeat_keys); i++) {
 		struct json_object *v;
-		if (!json_object_object_get_ex(o, heartbeat_keys[i], &v) || !json_object_is_type(v, json_type_int))
+		if (!json_object_object_get_ex(o, heartbeat_keys[i], &v) ||
+		    !json_object_is_type(v, json_type_int))
 			goto out;
 		/* json-c clamps out-of-range integers; refuse anything at or near the clamps. */
 		int64_t s = json_object_get_int64(v);
@@ -893,16 +912,18 @@ int sl_frame_hello_build(const struct sl_frame_hello *h, char *out, size_t cap)
 		if (!hello_str_ok(idf[i], 0, SL_FRAME_HELLO_STR_MAX))
 			return -EINVAL;
 	size_t pos = 0;
-	bool ok = put_raw(out, cap, &pos, "{\"sandbox_id\":") && put_json_str(out, cap, &pos, h->sandbox_id) &&
-		  put_raw(out, cap, &pos, ",\"identity\":{");
+	bool ok = put_raw(out, cap, &pos, "{\"sandbox_id\":") &&
+		  put_json_str(out, cap, &pos, h->sandbox_id) && put_raw(out, cap, &pos, ",\"identity\":{");
 	for (size_t i = 0; ok && i < SL_ARRAY_LEN(idf); i++)
 		ok = put_raw(out, cap, &pos, i ? ",\"" : "\"") && put_raw(out, cap, &pos, identity_keys[i]) &&
 		     put_raw(out, cap, &pos, "\":") && put_json_str(out, cap, &pos, idf[i]);
-	ok = ok && put_raw(out, cap, &pos, "},\"risk_class\":") && put_json_str(out, cap, &pos, h->risk_class) &&
-	     put_raw(out, cap, &pos, ",\"control\":") && put_json_str(out, cap, &pos, h->control) &&
+	ok = ok && put_raw(out, cap, &pos, "},\"risk_class\":") &&
+	     put_json_str(out, cap, &pos, h->risk_class) && put_raw(out, cap, &pos, ",\"control\":") &&
+	     put_json_str(out, cap, &pos, h->control) &&
 	     put_raw(out, cap, &pos, h->resume ? ",\"resume\":true}" : ",\"resume\":false}");
-	if (!ok || pos > INT32_MAX)
+	if (!ok || pos >= cap || pos > INT32_MAX)
 		return -ENOBUFS;
+	out[pos] = '\0';
 	return (int)pos;
 }
 
@@ -914,11 +935,12 @@ int sl_frame_heartbeat_build(const struct sl_frame_heartbeat *hb, char *out, siz
 	for (size_t i = 0; i < SL_ARRAY_LEN(v); i++)
 		if (v[i] > (uint64_t)INT64_MAX)
 			return -EINVAL;
-	int n = snprintf(out, cap,
-			 "{\"emitted\":%llu,\"recorded\":%llu,\"exported\":%llu,\"acked\":%llu,\"dropped\":%llu,"
-			 "\"backlog\":%llu}",
-			 (unsigned long long)v[0], (unsigned long long)v[1], (unsigned long long)v[2],
-			 (unsigned long long)v[3], (unsigned long long)v[4], (unsigned long long)v[5]);
+	int n =
+	    snprintf(out, cap,
+		     "{\"emitted\":%llu,\"recorded\":%llu,\"exported\":%llu,\"acked\":%llu,\"dropped\":%llu,"
+		     "\"backlog\":%llu}",
+		     (unsigned long long)v[0], (unsigned long long)v[1], (unsigned long long)v[2],
+		     (unsigned long long)v[3], (unsigned long long)v[4], (unsigned long long)v[5]);
 	if (n < 0)
 		return -EINVAL;
 	if ((size_t)n >= cap)

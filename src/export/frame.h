@@ -1,15 +1,16 @@
 /* The frame codec of the export channel between a supervisor and the collector (docs/protocol.md).
  *
- * Wire format of one frame: a 16-byte little-endian header
- *   u32 magic 0x31464c53 ("SLF1") | u8 type | u8 flags (0) | u16 reserved (0) | u32 payload_len | u32 frame_seq
+ * One frame: a 16-byte little-endian header
+ *     u32 magic 0x31464c53 ("SLF1") | u8 type | u8 flags (0) | u16 reserved (0) |
+ *     u32 payload_len | u32 frame_seq
  * then payload_len bytes of payload, then (every type but CHALLENGE) a 32-byte tag
- *   tag = HMAC-SHA256(K, challenge(16) || header(16) || payload)
- * where K is the per-sandbox key (sl_frame_derive_key) and challenge the 16 random bytes the collector
- * sent first on this connection. frame_seq counts per connection and direction: 1, 2, 3 ...
+ *     tag = HMAC-SHA256(K, challenge(16) || header(16) || payload)
+ * where K is the per-sandbox key (sl_frame_derive_key) and challenge the 16 random bytes the
+ * collector sent first on this connection. frame_seq counts per connection and direction: 1, 2, 3 ...
  *
- * The codec is pure: it works on byte buffers, never does I/O, never prints, never allocates (except the
- * growable EVENTS builder) and bounds everything. Decoding never trusts a byte before the tag is checked,
- * and a decoded frame's pointers are views into the caller's buffer. */
+ * The codec is pure: it works on byte buffers, never does I/O, never prints, never allocates (except
+ * the growable EVENTS builder) and bounds everything. Nothing in a payload is looked at before its tag
+ * is checked, and a decoded frame's pointers are views into the caller's buffer. */
 #ifndef SL_FRAME_H
 #define SL_FRAME_H
 #include <stdbool.h>
@@ -24,7 +25,7 @@
 #define SL_FRAME_CHALLENGE_LEN 16u
 #define SL_FRAME_MAX_PAYLOAD   (1u << 20)
 /* Largest frame on the wire: header + payload + tag. A receive buffer of this size always suffices. */
-#define SL_FRAME_MAX_FRAME (SL_FRAME_HDR_LEN + SL_FRAME_MAX_PAYLOAD + SL_FRAME_TAG_LEN)
+#define SL_FRAME_MAX_FRAME	(SL_FRAME_HDR_LEN + SL_FRAME_MAX_PAYLOAD + SL_FRAME_TAG_LEN)
 #define SL_FRAME_SANDBOX_ID_LEN 32u /* lowercase hex chars */
 /* EVENTS: u32 count (1..SL_FRAME_EVENTS_MAX), then count x (u32 len (1..SL_FRAME_MAX_PAYLOAD), bytes). */
 #define SL_FRAME_EVENTS_MAX 65536u
@@ -55,9 +56,9 @@ enum sl_frame_reject {
 	SL_FRAME_REJECT_BAD_FLAGS,	/* flags or reserved not 0 */
 	SL_FRAME_REJECT_OVERSIZE,	/* payload_len > SL_FRAME_MAX_PAYLOAD */
 	SL_FRAME_REJECT_TRUNCATED_BODY, /* the stream ended inside a frame (sl_frame_decode_eof) */
-	SL_FRAME_REJECT_BAD_TAG,	/* HMAC mismatch: wrong key, other sandbox, other connection, tampered */
-	SL_FRAME_REJECT_REPLAY,		/* authentic, but frame_seq is not exactly previous + 1 */
-	SL_FRAME_REJECT_BAD_PAYLOAD,	/* authentic, but the type-specific payload structure is wrong */
+	SL_FRAME_REJECT_BAD_TAG,     /* HMAC mismatch: wrong key, other sandbox, other connection, tampered */
+	SL_FRAME_REJECT_REPLAY,	     /* authentic, but frame_seq is not exactly previous + 1 */
+	SL_FRAME_REJECT_BAD_PAYLOAD, /* authentic, but the type-specific payload structure is wrong */
 	SL_FRAME_REJECT_COUNT_,
 };
 /* "none", "bad_magic", "bad_type", "bad_flags", "oversize", "truncated_body", "bad_tag", "replay",
@@ -211,7 +212,7 @@ struct sl_frame_hello {
 	char task[SL_FRAME_HELLO_STR_MAX + 1];
 	char version[SL_FRAME_HELLO_STR_MAX + 1];
 	char credential_ref[SL_FRAME_HELLO_STR_MAX + 1];
-	char risk_class[8]; /* "high", "medium" or "low" */
+	char risk_class[8];			  /* "high", "medium" or "low" */
 	char control[SL_FRAME_HELLO_STR_MAX + 1]; /* 1..256 bytes */
 	bool resume;
 };
@@ -219,8 +220,9 @@ struct sl_frame_hello {
  * (exactly tenant, agent, task, version, credential_ref), risk_class, control, resume, each once,
  * of the right type and length; no other member anywhere. Returns 0 or -EBADMSG. */
 int sl_frame_hello_parse(const uint8_t *p, size_t len, struct sl_frame_hello *out);
-/* Build a HELLO payload (compact JSON) into out[0..cap). Returns bytes written, -EINVAL (a field that
- * sl_frame_hello_parse would refuse) or -ENOBUFS. SL_FRAME_HELLO_MAX bytes always suffice. */
+/* Build a HELLO payload (compact JSON, NUL-terminated) into out[0..cap). Returns its length without
+ * the NUL, -EINVAL (a field sl_frame_hello_parse would refuse) or -ENOBUFS. SL_FRAME_HELLO_MAX bytes
+ * always suffice. */
 int sl_frame_hello_build(const struct sl_frame_hello *h, char *out, size_t cap);
 
 /* ---- HEARTBEAT ---- */
@@ -231,6 +233,7 @@ struct sl_frame_heartbeat {
 /* Validate a HEARTBEAT payload strictly: one JSON object with exactly the six members, each once, each
  * a JSON integer 0..2^63-1. Returns 0 or -EBADMSG. */
 int sl_frame_heartbeat_parse(const uint8_t *p, size_t len, struct sl_frame_heartbeat *out);
-/* Returns bytes written, -EINVAL (a counter > 2^63-1) or -ENOBUFS. SL_FRAME_HEARTBEAT_MAX suffices. */
+/* Build a HEARTBEAT payload (compact JSON, NUL-terminated). Returns its length without the NUL,
+ * -EINVAL (a counter > 2^63-1) or -ENOBUFS. SL_FRAME_HEARTBEAT_MAX bytes always suffice. */
 int sl_frame_heartbeat_build(const struct sl_frame_heartbeat *hb, char *out, size_t cap);
 #endif

@@ -79,4 +79,22 @@ int sl_record_verify(const char *path, struct sl_verify_result *res);
 /* Same, over a buffer (used by the fuzzer). */
 int sl_record_verify_buf(const char *buf, size_t len, struct sl_verify_result *res);
 const char *sl_verify_reason_name(enum sl_verify_reason r);
+
+/* Checking single lines as they arrive (the collector): the exact shape, strict JSON whose stamped
+ * members agree with the raw text, and the line's own hash. Continuity (seq, prev_hash) is the
+ * caller's: it knows the previous line. */
+struct sl_line_info {
+	uint64_t seq;
+	int64_t time_ns;
+	char sandbox_id[33];
+	char cls[65];
+	char prev_hash[SL_HASH_HEX];
+	char hash[SL_HASH_HEX];
+};
+struct sl_line_checker;
+int sl_line_checker_new(struct sl_line_checker **out);
+void sl_line_checker_free(struct sl_line_checker *c);
+/* line without its '\n'. Returns 0 (info filled) or -EBADMSG with *why saying what is wrong. */
+int sl_line_check(struct sl_line_checker *c, const char *line, size_t len, struct sl_line_info *info,
+		  const char **why);
 #endif

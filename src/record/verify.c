@@ -35,6 +35,7 @@
 #include <stdarg.h>
 #include <openssl/evp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -548,4 +549,58 @@ const char *sl_verify_reason_name(enum sl_verify_reason r)
 		return "io";
 	}
 	return "unknown";
+}
+
+/* ---- one line at a time, for a receiver (the collector) ---- */
+
+struct sl_line_checker {
+	struct verifier v;
+};
+
+int sl_line_checker_new(struct sl_line_checker **out)
+{
+	struct sl_line_checker *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	int r = verifier_init(&c->v);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	*out = c;
+	return 0;
+}
+
+void sl_line_checker_free(struct sl_line_checker *c)
+{
+	if (!c)
+		return;
+	verifier_free(&c->v);
+	free(c);
+}
+
+int sl_line_check(struct sl_line_checker *c, const char *line, size_t len, struct sl_line_info *info, const char **why)
+{
+	if (len == 0 || len >= SL_RECORD_LINE_MAX) {
+		*why = "empty or longer than a record line may be";
+		return -EBADMSG;
+	}
+	struct line l = {.p = line, .len = len, .nl = true};
+	struct event ev;
+	memset(&ev, 0, sizeof(ev));
+	const char *w = check_line(&c->v, &l, &ev);
+	if (w) {
+		*why = w;
+		return -EBADMSG;
+	}
+	memset(info, 0, sizeof(*info));
+	info->seq = ev.seq;
+	memcpy(info->sandbox_id, ev.sid, SL_RECORD_SID_LEN);
+	memcpy(info->cls, ev.cls, ev.cls_len);
+	memcpy(info->prev_hash, ev.prev, SL_RECORD_HASH_LEN);
+	memcpy(info->hash, ev.hash, SL_RECORD_HASH_LEN);
+	const char *t = memmem(line, len, SL_RECORD_K_TIME, sizeof(SL_RECORD_K_TIME) - 1);
+	info->time_ns = t ? strtoll(t + sizeof(SL_RECORD_K_TIME) - 1, NULL, 10) : 0;
+	*why = NULL;
+	return 0;
 }

@@ -1,0 +1,280 @@
+/* sightline collectd / status / events / alerts: the collector daemon and its readers. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "collector/server.h"
+#include "collector/store.h"
+#include "common/util.h"
+
+#define DEFAULT_SOCK   "unix:/run/sightline/collector.sock"
+#define DEFAULT_DB     "/var/lib/sightline/collector.db"
+#define DEFAULT_SECRET "/var/lib/sightline/collector.secret"
+
+static void log_line(const char *line)
+{
+	char ts[32];
+	time_t t = time(NULL);
+	struct tm tm;
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+	fprintf(stderr, "%s collectd: %s\n", ts, line);
+}
+
+static int parse_ms(const char *s, unsigned *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || v <= 0 || v > 86400)
+		return -1;
+	if (!strcmp(end, "ms"))
+		*out = (unsigned)v;
+	else if (!strcmp(end, "s") || !*end)
+		*out = (unsigned)(v * 1000);
+	else
+		return -1;
+	return 0;
+}
+
+int sl_cmd_collectd(int argc, char **argv)
+{
+	static const struct option opts[] = {{"listen", required_argument, 0, 'l'}, {"db", required_argument, 0, 'd'},
+					     {"secret", required_argument, 0, 's'}, {"max-blind", required_argument, 0, 'b'},
+					     {"max-delay", required_argument, 0, 'y'}, {"help", no_argument, 0, 'h'},
+					     {0, 0, 0, 0}};
+	struct sl_collectd_cfg cfg = {.db_path = DEFAULT_DB,
+				      .max_blind_ms_high = 2000,
+				      .max_blind_ms_medium = 10000,
+				      .max_blind_ms_low = 60000,
+				      .max_delay_ms = 1000,
+				      .log = log_line};
+	const char *secret = DEFAULT_SECRET;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			if (cfg.n_listen == SL_COLLECTD_MAX_LISTEN) {
+				fprintf(stderr, "sightline collectd: at most %d --listen\n", SL_COLLECTD_MAX_LISTEN);
+				return 2;
+			}
+			cfg.listen[cfg.n_listen++] = optarg;
+			break;
+		case 'd':
+			cfg.db_path = optarg;
+			break;
+		case 's':
+			secret = optarg;
+			break;
+		case 'b': {
+			/* high=2s,medium=10s,low=60s */
+			char buf[256];
+			snprintf(buf, sizeof(buf), "%s", optarg);
+			for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+				char *eqp = strchr(kv, '=');
+				unsigned ms;
+				if (!eqp || parse_ms(eqp + 1, &ms) < 0) {
+					fprintf(stderr, "sightline collectd: --max-blind takes high=2s,medium=10s,low=60s\n");
+					return 2;
+				}
+				*eqp = '\0';
+				if (!strcmp(kv, "high"))
+					cfg.max_blind_ms_high = ms;
+				else if (!strcmp(kv, "medium"))
+					cfg.max_blind_ms_medium = ms;
+				else if (!strcmp(kv, "low"))
+					cfg.max_blind_ms_low = ms;
+				else {
+					fprintf(stderr, "sightline collectd: unknown risk class '%s'\n", kv);
+					return 2;
+				}
+			}
+			break;
+		}
+		case 'y':
+			if (parse_ms(optarg, &cfg.max_delay_ms) < 0) {
+				fprintf(stderr, "sightline collectd: --max-delay takes a duration (500ms, 2s)\n");
+				return 2;
+			}
+			break;
+		case 'h':
+			printf("usage: sightline collectd [--listen unix:PATH|tcp:127.0.0.1:PORT]... [--db FILE]\n"
+			       "                          [--secret FILE] [--max-blind high=2s,medium=10s,low=60s]\n"
+			       "                          [--max-delay 1s]\n");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (cfg.n_listen == 0) {
+		cfg.listen[cfg.n_listen++] = DEFAULT_SOCK;
+		sl_mkdir_p("/run/sightline", 0755);
+	}
+	int r = sl_collectd_secret(secret, cfg.master);
+	if (r < 0) {
+		fprintf(stderr, "sightline collectd: secret %s: %s\n", secret, strerror(-r));
+		return 1;
+	}
+	char dbdir[4096];
+	snprintf(dbdir, sizeof(dbdir), "%s", cfg.db_path);
+	char *slash = strrchr(dbdir, '/');
+	if (slash && slash != dbdir) {
+		*slash = '\0';
+		sl_mkdir_p(dbdir, 0700);
+	}
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	r = sl_collectd_run(&cfg);
+	explicit_bzero(cfg.master, sizeof(cfg.master));
+	return r < 0 ? 1 : 0;
+}
+
+/* ---- readers ---- */
+
+struct reader {
+	bool json;
+	size_t rows;
+};
+
+static void fmt_time(int64_t ns, char *out, size_t len)
+{
+	if (!ns) {
+		snprintf(out, len, "-");
+		return;
+	}
+	time_t t = (time_t)(ns / 1000000000);
+	struct tm tm;
+	strftime(out, len, "%H:%M:%S", gmtime_r(&t, &tm));
+	size_t l = strlen(out);
+	snprintf(out + l, len - l, ".%03d", (int)(ns / 1000000 % 1000));
+}
+
+static int health_cb(void *arg, const struct sl_store_health *h)
+{
+	struct reader *r = arg;
+	char since[32], hb[32];
+	fmt_time(h->state_since_ns, since, sizeof(since));
+	fmt_time(h->last_heartbeat_ns, hb, sizeof(hb));
+	if (r->json)
+		printf("{\"sandbox_id\":\"%s\",\"tenant\":\"%s\",\"task\":\"%s\",\"risk_class\":\"%s\",\"state\":\"%s\","
+		       "\"state_since_ns\":%" PRId64 ",\"last_heartbeat_ns\":%" PRId64 ",\"last_seq\":%" PRIu64
+		       ",\"recorded\":%" PRIu64 ",\"acked\":%" PRIu64 ",\"backlog\":%" PRIu64 ",\"dropped\":%" PRIu64 "}\n",
+		       h->binding.sandbox_id, h->binding.tenant ? h->binding.tenant : "",
+		       h->binding.task ? h->binding.task : "", h->binding.risk_class ? h->binding.risk_class : "",
+		       h->state, h->state_since_ns, h->last_heartbeat_ns, h->last_seq, h->counters.recorded,
+		       h->counters.acked, h->counters.backlog, h->counters.dropped);
+	else
+		printf("%-32s %-10s %-12s %-6s %-8s since %s  heartbeat %s  seq %" PRIu64 "  backlog %" PRIu64 "\n",
+		       h->binding.sandbox_id, h->binding.tenant ? h->binding.tenant : "-",
+		       h->binding.task ? h->binding.task : "-", h->binding.risk_class ? h->binding.risk_class : "-",
+		       h->state, since, hb, h->last_seq, h->counters.backlog);
+	r->rows++;
+	return 0;
+}
+
+static int alert_cb(void *arg, const struct sl_store_alert *a)
+{
+	struct reader *r = arg;
+	char st[32], en[32];
+	fmt_time(a->started_ns, st, sizeof(st));
+	fmt_time(a->ended_ns, en, sizeof(en));
+	if (r->json)
+		printf("{\"id\":%" PRId64 ",\"sandbox_id\":\"%s\",\"kind\":\"%s\",\"severity\":\"%s\",\"started_ns\":%" PRId64
+		       ",\"ended_ns\":%" PRId64 ",\"detail\":\"%s\"}\n",
+		       a->id, a->sandbox_id ? a->sandbox_id : "", a->kind, a->severity, a->started_ns, a->ended_ns,
+		       a->detail ? a->detail : "");
+	else
+		printf("#%-4" PRId64 " %-8s %-8s %-32s %s -> %s  %s\n", a->id, a->kind, a->severity,
+		       a->sandbox_id ? a->sandbox_id : "-", st, a->ended_ns ? en : "open", a->detail ? a->detail : "");
+	r->rows++;
+	return 0;
+}
+
+static int event_cb(void *arg, const char *line, size_t len)
+{
+	struct reader *r = arg;
+	fwrite(line, 1, len, stdout);
+	fputc('\n', stdout);
+	r->rows++;
+	return 0;
+}
+
+/* status | events | alerts  [--db FILE] [--json] [--tenant T] [--task K] [--sandbox S] [--class C]
+ * [--since NS] [--open] [--limit N] */
+int sl_cmd_query(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"db", required_argument, 0, 'd'},	  {"json", no_argument, 0, 'j'},
+		{"tenant", required_argument, 0, 't'},	  {"task", required_argument, 0, 'k'},
+		{"sandbox", required_argument, 0, 's'},	  {"class", required_argument, 0, 'c'},
+		{"since", required_argument, 0, 'S'},	  {"open", no_argument, 0, 'o'},
+		{"limit", required_argument, 0, 'n'},	  {"collector", required_argument, 0, 'C'},
+		{0, 0, 0, 0}};
+	const char *what = argv[0];
+	const char *db = DEFAULT_DB;
+	struct sl_store_filter f = {0};
+	struct reader rd = {0};
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd':
+			db = optarg;
+			break;
+		case 'j':
+			rd.json = true;
+			break;
+		case 't':
+			f.tenant = optarg;
+			break;
+		case 'k':
+			f.task = optarg;
+			break;
+		case 's':
+			f.sandbox_id = optarg;
+			break;
+		case 'c':
+			f.class_name = optarg;
+			break;
+		case 'S':
+			f.since_ns = strtoll(optarg, NULL, 10);
+			break;
+		case 'o':
+			f.open_only = true;
+			break;
+		case 'n':
+			f.limit = strtoul(optarg, NULL, 10);
+			break;
+		case 'C':
+			fprintf(stderr, "sightline %s: --collector queries are not built yet; use --db FILE\n", what);
+			return 2;
+		default:
+			return 2;
+		}
+	}
+	struct sl_store *st;
+	if (sl_store_open(db, &st) < 0) {
+		fprintf(stderr, "sightline %s: %s: %s\n", what, db, sl_store_errmsg(NULL));
+		return 1;
+	}
+	int r;
+	if (!strcmp(what, "status"))
+		r = sl_store_each_health(st, &f, health_cb, &rd);
+	else if (!strcmp(what, "alerts"))
+		r = sl_store_each_alert(st, &f, alert_cb, &rd);
+	else
+		r = sl_store_each_event(st, &f, event_cb, &rd);
+	if (r < 0)
+		fprintf(stderr, "sightline %s: %s\n", what, sl_store_errmsg(st));
+	sl_store_close(st);
+	return r < 0 ? 1 : 0;
+}

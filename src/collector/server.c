@@ -1,0 +1,614 @@
+/* The collector's event loop: one thread, epoll, non-blocking sockets. Trust: nothing that
+ * arrives is trusted until its frame's HMAC checks out with the key of the sandbox it claims to
+ * be; even then every line is re-validated (shape, JSON, own hash) and must continue that
+ * sandbox's chain. A bad frame is counted under its reason and costs only its own connection;
+ * the collector never crashes or stalls on input. An ACK is sent only after the events are
+ * committed to SQLite, so an acknowledged event survives a kill -9 of the collector. */
+#include "collector/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "collector/store.h"
+#include "common/util.h"
+#include "export/exporter.h"
+#include "record/record.h"
+
+#define MAX_CONNS     1024
+#define MAX_SANDBOXES 4096
+#define MAX_BATCH     SL_FRAME_EVENTS_MAX
+
+struct sandbox {
+	char id[33];
+	char risk[8];
+	int64_t last_frame_ns;	 /* any authenticated frame */
+	int64_t backlog_since_ns; /* heartbeat said backlog > 0 since */
+	char state[8];
+	int64_t alert_id; /* open blind/lagging alert, or 0 */
+	bool ended, connected;
+};
+
+struct conn {
+	int fd;
+	struct sl_frame_ctx ctx;
+	uint8_t *rbuf;
+	size_t rlen;
+	bool hello;
+	struct sandbox *sb;
+};
+
+struct server {
+	const struct sl_collectd_cfg *cfg;
+	struct sl_store *st;
+	struct sl_line_checker *chk;
+	int ep;
+	struct sandbox sbx[MAX_SANDBOXES];
+	size_t n_sbx;
+	struct sl_store_event *batch;
+	uint8_t *wbuf;
+	int n_conns;
+};
+
+static void logf_(struct server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(struct server *s, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (s->cfg->log)
+		s->cfg->log(line);
+}
+
+int sl_collectd_secret(const char *path, uint8_t out[SL_FRAME_MASTER_LEN])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		ssize_t n = sl_read_full(fd, out, SL_FRAME_MASTER_LEN + 1);
+		close(fd);
+		return n == SL_FRAME_MASTER_LEN ? 0 : -EINVAL;
+	}
+	if (errno != ENOENT)
+		return -errno;
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		sl_mkdir_p(dir, 0700);
+	}
+	if (getrandom(out, SL_FRAME_MASTER_LEN, 0) != SL_FRAME_MASTER_LEN)
+		return -EIO;
+	/* Only the collector (and root's launchers) may read it: it derives every sandbox's key. */
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	int r = sl_write_all(fd, out, SL_FRAME_MASTER_LEN);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+static struct sandbox *sandbox_get(struct server *s, const char *id)
+{
+	for (size_t i = 0; i < s->n_sbx; i++)
+		if (!strcmp(s->sbx[i].id, id))
+			return &s->sbx[i];
+	if (s->n_sbx == MAX_SANDBOXES) {
+		/* Reuse the slot of an ended sandbox. */
+		for (size_t i = 0; i < s->n_sbx; i++)
+			if (s->sbx[i].ended && !s->sbx[i].connected) {
+				memset(&s->sbx[i], 0, sizeof(s->sbx[i]));
+				snprintf(s->sbx[i].id, sizeof(s->sbx[i].id), "%s", id);
+				return &s->sbx[i];
+			}
+		return NULL;
+	}
+	struct sandbox *b = &s->sbx[s->n_sbx++];
+	memset(b, 0, sizeof(*b));
+	snprintf(b->id, sizeof(b->id), "%s", id);
+	snprintf(b->state, sizeof(b->state), "healthy");
+	return b;
+}
+
+static void reject(struct server *s, const char *reason)
+{
+	sl_store_reject(s->st, reason);
+}
+
+static int send_frame(struct server *s, struct conn *c, uint8_t type, const uint8_t *p, size_t n)
+{
+	size_t out;
+	int r = sl_frame_encode(type, p, n, &c->ctx, s->wbuf, SL_FRAME_MAX_FRAME, &out);
+	if (r < 0)
+		return r;
+	/* Small control frames: the socket buffer takes them; a peer that stops reading loses its
+	 * connection rather than stalling the collector. */
+	size_t off = 0;
+	while (off < out) {
+		ssize_t w = send(c->fd, s->wbuf + off, out - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		off += (size_t)w;
+	}
+	return 0;
+}
+
+static int send_ack(struct server *s, struct conn *c, uint64_t seq)
+{
+	uint8_t p[SL_FRAME_ACK_LEN];
+	sl_frame_ack_payload(seq, p);
+	return send_frame(s, c, SL_FRAME_ACK, p, sizeof(p));
+}
+
+static void send_error(struct server *s, struct conn *c, uint16_t code, const char *msg)
+{
+	uint8_t p[2 + SL_FRAME_ERROR_MSG_MAX];
+	int n = sl_frame_error_payload(code, msg, strlen(msg), p, sizeof(p));
+	if (n > 0)
+		send_frame(s, c, SL_FRAME_ERROR, p, (size_t)n);
+}
+
+static void conn_close(struct server *s, struct conn *c)
+{
+	if (c->sb)
+		c->sb->connected = false;
+	epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	sl_frame_ctx_wipe(&c->ctx);
+	free(c->rbuf);
+	free(c);
+	s->n_conns--;
+}
+
+struct known {
+	const struct sl_frame_hello *h;
+	bool found, same;
+};
+
+static bool eq(const char *a, const char *b)
+{
+	return a && b && !strcmp(a, b);
+}
+
+static int known_cb(void *arg, const struct sl_store_health *hl)
+{
+	struct known *k = arg;
+	const struct sl_store_binding *b = &hl->binding;
+	k->found = true;
+	k->same = eq(b->tenant, k->h->tenant) && eq(b->agent, k->h->agent) && eq(b->task, k->h->task) &&
+		  eq(b->version, k->h->version) && eq(b->credential_ref, k->h->credential_ref) &&
+		  eq(b->risk_class, k->h->risk_class);
+	return 1;
+}
+
+/* Returns 0 to keep the connection, 1 to wait for more bytes, -1 to drop it. */
+static int on_hello(struct server *s, struct conn *c, size_t *used)
+{
+	char sid[SL_FRAME_SANDBOX_ID_LEN + 1];
+	enum sl_frame_reject why = SL_FRAME_REJECT_NONE;
+	int r = sl_frame_peek_hello(c->rbuf, c->rlen, sid, &why);
+	if (r == -EAGAIN)
+		return 1;
+	if (r < 0) {
+		reject(s, sl_frame_reject_name(why));
+		return -1;
+	}
+	uint8_t key[SL_FRAME_KEY_LEN];
+	if (sl_frame_derive_key(s->cfg->master, sid, key) < 0) {
+		reject(s, "bad_payload");
+		return -1;
+	}
+	sl_frame_ctx_set_key(&c->ctx, key);
+	explicit_bzero(key, sizeof(key));
+	struct sl_frame f;
+	r = sl_frame_decode(c->rbuf, c->rlen, &c->ctx, &f, used);
+	if (r == -EAGAIN)
+		return 1;
+	if (r < 0) {
+		/* A HELLO signed with another key: wrong key, or another sandbox's key. */
+		reject(s, sl_frame_reject_name(f.reject));
+		return -1;
+	}
+	sl_frame_ctx_accept(&c->ctx, &f);
+	struct sl_frame_hello h;
+	if (sl_frame_hello_parse(f.payload, f.payload_len, &h) < 0 || strcmp(h.sandbox_id, sid) != 0) {
+		reject(s, "bad_payload");
+		return -1;
+	}
+	/* The identity comes from the launcher (through the supervisor, authenticated by the key
+	 * only the launcher could hand out); a second HELLO must repeat it exactly. */
+	struct sl_store_binding b = {.sandbox_id = h.sandbox_id,
+				     .tenant = h.tenant,
+				     .agent = h.agent,
+				     .task = h.task,
+				     .version = h.version,
+				     .credential_ref = h.credential_ref,
+				     .risk_class = h.risk_class,
+				     .runtime = "native",
+				     .control = h.control,
+				     .started_ns = sl_now_realtime_ns()};
+	uint64_t last = 0;
+	char head[SL_STORE_HASH_LEN + 1];
+	struct known k = {.h = &h};
+	struct sl_store_filter flt = {.sandbox_id = sid};
+	r = sl_store_each_health(s->st, &flt, known_cb, &k);
+	if (r >= 0 && k.found && !k.same) {
+		/* A reconnect must claim exactly the identity the sandbox was bound with. */
+		reject(s, "identity_conflict");
+		send_error(s, c, SL_FRAME_ERR_UNAUTHORIZED, "identity differs from the sandbox's binding");
+		return -1;
+	}
+	if (r >= 0 && !k.found)
+		r = sl_store_bind(s->st, &b);
+	if (r < 0) {
+		reject(s, "store_error");
+		send_error(s, c, SL_FRAME_ERR_INTERNAL, "cannot store the binding");
+		return -1;
+	}
+	if (sl_store_is_revoked(s->st, h.credential_ref) == 1) {
+		reject(s, "revoked");
+		send_error(s, c, SL_FRAME_ERR_REVOKED, "credential revoked");
+		return -1;
+	}
+	struct sandbox *sb = sandbox_get(s, sid);
+	if (!sb) {
+		reject(s, "too_many_sandboxes");
+		return -1;
+	}
+	snprintf(sb->risk, sizeof(sb->risk), "%s", h.risk_class);
+	sb->connected = true;
+	sb->last_frame_ns = sl_now_realtime_ns();
+	c->sb = sb;
+	c->hello = true;
+	sl_store_last(s->st, sid, &last, head);
+	return send_ack(s, c, last) < 0 ? -1 : 0;
+}
+
+static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
+{
+	struct sl_frame_events_iter it;
+	sl_frame_events_begin(f, &it);
+	const uint8_t *line;
+	size_t len, n = 0;
+	static struct sl_line_info info[1]; /* reused: fields are copied into the batch as views */
+	bool ended = false;
+	while (sl_frame_events_next(&it, &line, &len)) {
+		const char *why;
+		if (sl_line_check(s->chk, (const char *)line, len, info, &why) < 0) {
+			reject(s, "bad_line");
+			break;
+		}
+		if (strcmp(info->sandbox_id, c->sb->id) != 0) {
+			/* Authenticated by this sandbox's key, but naming another: never stored. */
+			reject(s, "other_sandbox");
+			break;
+		}
+		/* Views into the frame: the line holds the class, prev_hash and hash at known places. */
+		const char *cls = memmem(line, len, "\"class\":\"", 9);
+		/* ...,"prev_hash":"<64>","hash":"<64>"}  (shape checked by sl_line_check) */
+		const char *hash = (const char *)line + len - 2 - 64;
+		const char *prev = hash - (sizeof("\",\"hash\":\"") - 1) - 64;
+		s->batch[n] = (struct sl_store_event){.seq = info->seq,
+						      .time_ns = info->time_ns,
+						      .class_name = cls + 9,
+						      .class_len = strlen(info->cls),
+						      .prev_hash = prev,
+						      .hash = hash,
+						      .line = (const char *)line,
+						      .line_len = len};
+		if (!strcmp(info->cls, "record.end"))
+			ended = true;
+		n++;
+	}
+	uint64_t last = 0;
+	size_t dups = 0;
+	int r = n ? sl_store_append_events(s->st, c->sb->id, s->batch, n, sl_now_realtime_ns(), &last, &dups) : 0;
+	if (!n)
+		sl_store_last(s->st, c->sb->id, &last, NULL);
+	if (r == -EPROTO) {
+		reject(s, "out_of_order");
+		send_error(s, c, SL_FRAME_ERR_PROTOCOL, sl_store_errmsg(s->st));
+	} else if (r < 0) {
+		reject(s, "store_error");
+		logf_(s, "store: %s", sl_store_errmsg(s->st));
+		send_error(s, c, SL_FRAME_ERR_INTERNAL, "cannot store");
+		return -1;
+	}
+	if (dups)
+		reject(s, "duplicate");
+	if (ended && r == 0) {
+		c->sb->ended = true;
+		sl_store_end(s->st, c->sb->id, sl_now_realtime_ns());
+	}
+	return send_ack(s, c, last) < 0 ? -1 : 0;
+}
+
+static int load_cb(void *arg, const struct sl_store_health *h)
+{
+	struct server *s = arg;
+	if (!strcmp(h->state, "ended") || h->binding.ended_ns)
+		return 0;
+	struct sandbox *b = sandbox_get(s, h->binding.sandbox_id);
+	if (!b)
+		return 0;
+	snprintf(b->risk, sizeof(b->risk), "%s", h->binding.risk_class ? h->binding.risk_class : "medium");
+	int64_t last = h->last_frame_ns > h->last_heartbeat_ns ? h->last_frame_ns : h->last_heartbeat_ns;
+	b->last_frame_ns = last ? last : h->binding.started_ns;
+	snprintf(b->state, sizeof(b->state), "%s", h->state);
+	if (strcmp(h->state, "healthy") != 0) /* its open alert (dedup returns the existing id) */
+		b->alert_id = sl_store_alert_open(s->st, b->id, h->state, "warning", b->last_frame_ns, NULL);
+	return 0;
+}
+
+static void on_readable(struct server *s, struct conn *c)
+{
+	for (;;) {
+		if (c->rlen == SL_FRAME_MAX_FRAME) {
+			reject(s, "oversize");
+			conn_close(s, c);
+			return;
+		}
+		ssize_t n = recv(c->fd, c->rbuf + c->rlen, SL_FRAME_MAX_FRAME - c->rlen, MSG_DONTWAIT);
+		if (n == 0) {
+			if (c->rlen) {
+				struct sl_frame f;
+				size_t used;
+				if (sl_frame_decode_eof(c->rbuf, c->rlen, &c->ctx, &f, &used) == -EBADMSG)
+					reject(s, sl_frame_reject_name(f.reject));
+			}
+			conn_close(s, c);
+			return;
+		}
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return;
+			conn_close(s, c);
+			return;
+		}
+		c->rlen += (size_t)n;
+		for (;;) {
+			size_t used = 0;
+			if (!c->hello) {
+				int r = on_hello(s, c, &used);
+				if (r == 1)
+					break;
+				if (r < 0) {
+					conn_close(s, c);
+					return;
+				}
+			} else {
+				struct sl_frame f;
+				int r = sl_frame_decode(c->rbuf, c->rlen, &c->ctx, &f, &used);
+				if (r == -EAGAIN)
+					break;
+				if (r < 0) {
+					reject(s, r == -EBADMSG ? sl_frame_reject_name(f.reject) : "bad_frame");
+					conn_close(s, c);
+					return;
+				}
+				sl_frame_ctx_accept(&c->ctx, &f);
+				c->sb->last_frame_ns = sl_now_realtime_ns();
+				if (f.type == SL_FRAME_EVENTS) {
+					if (on_events(s, c, &f) < 0) {
+						conn_close(s, c);
+						return;
+					}
+				} else if (f.type == SL_FRAME_HEARTBEAT) {
+					struct sl_frame_heartbeat hb;
+					if (sl_frame_heartbeat_parse(f.payload, f.payload_len, &hb) < 0) {
+						reject(s, "bad_payload");
+						conn_close(s, c);
+						return;
+					}
+					struct sl_store_counters sc = {hb.emitted, hb.recorded, hb.exported,
+								       hb.acked,   hb.dropped,	hb.backlog};
+					sl_store_heartbeat(s->st, c->sb->id, &sc, sl_now_realtime_ns());
+					if (hb.backlog == 0)
+						c->sb->backlog_since_ns = 0;
+					else if (!c->sb->backlog_since_ns)
+						c->sb->backlog_since_ns = sl_now_realtime_ns();
+				}
+			}
+			memmove(c->rbuf, c->rbuf + used, c->rlen - used);
+			c->rlen -= used;
+		}
+	}
+}
+
+static unsigned max_blind(const struct server *s, const char *risk)
+{
+	if (!strcmp(risk, "high"))
+		return s->cfg->max_blind_ms_high;
+	if (!strcmp(risk, "low"))
+		return s->cfg->max_blind_ms_low;
+	return s->cfg->max_blind_ms_medium;
+}
+
+/* Liveness, every tick: a running sandbox silent past its risk class's limit is blind (an alert
+ * with its start time, closed with its end time when evidence flows again); delivery behind by
+ * more than max_delay is lagging. */
+static void tick(struct server *s)
+{
+	int64_t now = sl_now_realtime_ns();
+	for (size_t i = 0; i < s->n_sbx; i++) {
+		struct sandbox *b = &s->sbx[i];
+		if (b->ended)
+			continue;
+		const char *want = "healthy";
+		int64_t silent_ms = (now - b->last_frame_ns) / 1000000;
+		if (silent_ms > (int64_t)max_blind(s, b->risk))
+			want = "blind";
+		else if (b->backlog_since_ns && (now - b->backlog_since_ns) / 1000000 > (int64_t)s->cfg->max_delay_ms)
+			want = "lagging";
+		if (!strcmp(want, b->state))
+			continue;
+		if (b->alert_id) {
+			sl_store_alert_close(s->st, b->alert_id, now);
+			logf_(s, "sandbox %s: %s ended", b->id, b->state);
+			b->alert_id = 0;
+		}
+		snprintf(b->state, sizeof(b->state), "%s", want);
+		sl_store_set_state(s->st, b->id, want, now);
+		if (strcmp(want, "healthy") != 0) {
+			char detail[128];
+			snprintf(detail, sizeof(detail), "no evidence for %lld ms (risk %s allows %u ms)", (long long)silent_ms,
+				 b->risk, max_blind(s, b->risk));
+			int64_t start = !strcmp(want, "blind") ? b->last_frame_ns : b->backlog_since_ns;
+			b->alert_id = sl_store_alert_open(s->st, b->id, want, !strcmp(b->risk, "high") ? "critical" : "warning",
+							  start, detail);
+			logf_(s, "sandbox %s: %s (%s)", b->id, want, detail);
+		}
+	}
+}
+
+static int listen_on(struct server *s, const char *addr)
+{
+	struct sockaddr_storage ss;
+	int len = sl_addr_parse(addr, &ss);
+	if (len < 0)
+		return -EINVAL;
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (ss.ss_family == AF_UNIX)
+		unlink(((struct sockaddr_un *)&ss)->sun_path); /* a stale socket of a previous run */
+	if (bind(fd, (struct sockaddr *)&ss, (socklen_t)len) < 0 || listen(fd, 128) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	if (ss.ss_family == AF_UNIX)
+		/* Any local supervisor may connect: a connection proves nothing until its frames
+		 * carry a valid tag. */
+		chmod(((struct sockaddr_un *)&ss)->sun_path, 0666);
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)fd << 2 | 1};
+	epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev);
+	return fd;
+}
+
+static void on_accept(struct server *s, int lfd)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (s->n_conns >= MAX_CONNS) {
+			reject(s, "too_many_connections");
+			close(fd);
+			continue;
+		}
+		struct conn *c = calloc(1, sizeof(*c));
+		uint8_t *rb = malloc(SL_FRAME_MAX_FRAME);
+		if (!c || !rb) {
+			free(c);
+			free(rb);
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->rbuf = rb;
+		sl_frame_ctx_init(&c->ctx, SL_FRAME_ROLE_COLLECTOR, NULL);
+		sl_frame_ctx_new_challenge(&c->ctx);
+		s->n_conns++;
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+		epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev);
+		if (send_frame(s, c, SL_FRAME_CHALLENGE, c->ctx.challenge, SL_FRAME_CHALLENGE_LEN) < 0)
+			conn_close(s, c);
+	}
+}
+
+int sl_collectd_run(const struct sl_collectd_cfg *cfg)
+{
+	struct server *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cfg = cfg;
+	int r = sl_store_open(cfg->db_path, &s->st);
+	if (r < 0) {
+		logf_(s, "cannot open the store %s: %s", cfg->db_path, sl_store_errmsg(NULL));
+		free(s);
+		return r;
+	}
+	s->batch = calloc(MAX_BATCH, sizeof(*s->batch));
+	s->wbuf = malloc(SL_FRAME_MAX_FRAME);
+	s->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (!s->batch || !s->wbuf || s->ep < 0 || sl_line_checker_new(&s->chk) < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* Sandboxes that were running when the collector stopped: watch them from their last
+	 * evidence, so the time the collector itself was down counts as blind, not as nothing. */
+	struct sl_store_filter running = {0};
+	sl_store_each_health(s->st, &running, load_cb, s);
+	int lfds[SL_COLLECTD_MAX_LISTEN];
+	for (int i = 0; i < cfg->n_listen; i++) {
+		lfds[i] = listen_on(s, cfg->listen[i]);
+		if (lfds[i] < 0) {
+			r = lfds[i];
+			logf_(s, "cannot listen on %s: %s", cfg->listen[i], strerror(-r));
+			goto out;
+		}
+		logf_(s, "listening on %s", cfg->listen[i]);
+	}
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	struct itimerspec its = {.it_interval = {0, 100000000}, .it_value = {0, 100000000}};
+	timerfd_settime(tfd, 0, &its, NULL);
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 2};
+	epoll_ctl(s->ep, EPOLL_CTL_ADD, sfd, &ev);
+	ev.data.u64 = 3;
+	epoll_ctl(s->ep, EPOLL_CTL_ADD, tfd, &ev);
+	logf_(s, "collector ready (store %s)", cfg->db_path);
+	for (bool stop = false; !stop;) {
+		struct epoll_event evs[64];
+		int n = epoll_wait(s->ep, evs, 64, -1);
+		for (int i = 0; i < n; i++) {
+			uint64_t tag = evs[i].data.u64;
+			if (tag == 2) {
+				stop = true;
+			} else if (tag == 3) {
+				uint64_t x;
+				(void)!read(tfd, &x, sizeof(x));
+				tick(s);
+			} else if ((tag & 3) == 1) {
+				on_accept(s, (int)(tag >> 2));
+			} else {
+				on_readable(s, evs[i].data.ptr);
+			}
+		}
+	}
+	logf_(s, "collector stopping");
+	r = 0;
+out:
+	sl_line_checker_free(s->chk);
+	sl_store_close(s->st);
+	free(s->batch);
+	free(s->wbuf);
+	free(s);
+	return r;
+}

@@ -1,0 +1,1255 @@
+/* The collector's durable store on SQLite. See store.h and docs/collector-schema.md. */
+#include "collector/store.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#define ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
+/* PRAGMA application_id: "SLCS" (sightline collector store). */
+#define APPLICATION_ID 0x534c4353
+/* Tuning (measured in tests/unit/test_store.c; see docs/collector-schema.md). */
+#define BUSY_TIMEOUT_MS	   5000
+#define CACHE_KIB	   32768 /* page cache of the connection */
+#define AUTOCHECKPOINT_PGS 4000	 /* checkpoint when the WAL passes ~16 MB (4 KiB pages) */
+#define WAL_SIZE_LIMIT	   (64 << 20)
+
+static const char schema_sql[] =
+    "CREATE TABLE bindings("
+    " sandbox_id TEXT PRIMARY KEY NOT NULL,"
+    " tenant TEXT, agent TEXT, task TEXT, version TEXT, credential_ref TEXT,"
+    " risk_class TEXT, runtime TEXT, runtime_version TEXT, sensor_version TEXT,"
+    " control TEXT,"
+    " started_ns INTEGER NOT NULL,"
+    " ended_ns INTEGER,"
+    " key_fingerprint TEXT);"
+    "CREATE INDEX bindings_tenant ON bindings(tenant, task);"
+    "CREATE INDEX bindings_task ON bindings(task);"
+    "CREATE TABLE events("
+    " sandbox_id TEXT NOT NULL REFERENCES bindings(sandbox_id),"
+    " seq INTEGER NOT NULL,"
+    " time_ns INTEGER NOT NULL,"
+    " class TEXT NOT NULL,"
+    " received_ns INTEGER NOT NULL,"
+    " line TEXT NOT NULL,"
+    " PRIMARY KEY(sandbox_id, seq)) WITHOUT ROWID;"
+    "CREATE INDEX events_time ON events(time_ns);"
+    "CREATE INDEX events_class_time ON events(class, time_ns);"
+    "CREATE TABLE health("
+    " sandbox_id TEXT PRIMARY KEY NOT NULL REFERENCES bindings(sandbox_id),"
+    " state TEXT NOT NULL CHECK(state IN ('healthy','lagging','blind','ended')),"
+    " state_since_ns INTEGER NOT NULL,"
+    " last_frame_ns INTEGER,"
+    " last_heartbeat_ns INTEGER,"
+    " last_seq INTEGER NOT NULL,"
+    " last_hash TEXT NOT NULL,"
+    " emitted INTEGER NOT NULL DEFAULT 0, recorded INTEGER NOT NULL DEFAULT 0,"
+    " exported INTEGER NOT NULL DEFAULT 0, acked INTEGER NOT NULL DEFAULT 0,"
+    " dropped INTEGER NOT NULL DEFAULT 0, backlog INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX health_state ON health(state);"
+    "CREATE TABLE alerts("
+    " id INTEGER PRIMARY KEY,"
+    " sandbox_id TEXT REFERENCES bindings(sandbox_id),"
+    " kind TEXT NOT NULL,"
+    " severity TEXT NOT NULL,"
+    " started_ns INTEGER NOT NULL,"
+    " ended_ns INTEGER,"
+    " detail TEXT);"
+    "CREATE INDEX alerts_sandbox ON alerts(sandbox_id, started_ns);"
+    "CREATE INDEX alerts_started ON alerts(started_ns);"
+    "CREATE UNIQUE INDEX alerts_open ON alerts(sandbox_id, kind) WHERE ended_ns IS NULL;"
+    "CREATE TABLE rejects(reason TEXT PRIMARY KEY NOT NULL, count INTEGER NOT NULL);"
+    "CREATE TABLE revoked(credential_ref TEXT PRIMARY KEY NOT NULL, revoked_ns INTEGER NOT NULL, reason TEXT);"
+    "CREATE TABLE acceptances("
+    " id INTEGER PRIMARY KEY,"
+    " contract TEXT NOT NULL, runtime TEXT, runtime_version TEXT, sensor_version TEXT,"
+    " passed INTEGER NOT NULL CHECK(passed IN (0, 1)),"
+    " at_ns INTEGER NOT NULL,"
+    " report TEXT);"
+    "CREATE INDEX acceptances_contract ON acceptances(contract, at_ns);";
+
+/* Cached statements, prepared on first use and kept until close. */
+enum stmt_id {
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_HEAD,
+	ST_EV_INSERT,
+	ST_EV_LINE,
+	ST_HEAD_SET,
+	ST_BIND_INSERT,
+	ST_BIND_SAME,
+	ST_HEALTH_INSERT,
+	ST_BOUND,
+	ST_END_BIND,
+	ST_STATE_SET,
+	ST_HEARTBEAT,
+	ST_ALERT_FIND,
+	ST_ALERT_INSERT,
+	ST_ALERT_CLOSE,
+	ST_ALERT_EXISTS,
+	ST_REJECT,
+	ST_REVOKE,
+	ST_IS_REVOKED,
+	ST_ACCEPT_INSERT,
+	ST_COUNT
+};
+
+/* The binding's columns in parameter order ?1..?13 (shared by ST_BIND_INSERT and ST_BIND_SAME). */
+#define BIND_COLS                                                                                            \
+	"sandbox_id, tenant, agent, task, version, credential_ref, risk_class, runtime, runtime_version, "   \
+	"sensor_version, control, key_fingerprint, started_ns"
+
+static const char *const stmt_sql[ST_COUNT] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    [ST_HEAD] = "SELECT last_seq, last_hash FROM health WHERE sandbox_id = ?1",
+    [ST_EV_INSERT] = "INSERT INTO events(sandbox_id, seq, time_ns, class, received_ns, line)"
+		     " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_EV_LINE] = "SELECT line FROM events WHERE sandbox_id = ?1 AND seq = ?2",
+    [ST_HEAD_SET] = "UPDATE health SET last_seq = ?2, last_hash = ?3, last_frame_ns = ?4 WHERE sandbox_id = ?1",
+    [ST_BIND_INSERT] = "INSERT INTO bindings(" BIND_COLS ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+		       "?11, ?12, ?13) ON CONFLICT(sandbox_id) DO NOTHING",
+    [ST_BIND_SAME] = "SELECT tenant IS ?2 AND agent IS ?3 AND task IS ?4 AND version IS ?5 AND credential_ref IS ?6"
+		     " AND risk_class IS ?7 AND runtime IS ?8 AND runtime_version IS ?9 AND sensor_version IS ?10"
+		     " AND control IS ?11 AND key_fingerprint IS ?12 AND started_ns IS ?13"
+		     " FROM bindings WHERE sandbox_id = ?1",
+    [ST_HEALTH_INSERT] = "INSERT INTO health(sandbox_id, state, state_since_ns, last_seq, last_hash)"
+			 " VALUES(?1, 'healthy', ?2, 0, '" ZERO_HASH "')",
+    [ST_BOUND] = "SELECT 1 FROM bindings WHERE sandbox_id = ?1",
+    [ST_END_BIND] = "UPDATE bindings SET ended_ns = ?2 WHERE sandbox_id = ?1 AND ended_ns IS NULL",
+    [ST_STATE_SET] = "UPDATE health SET state = ?2, state_since_ns = ?3 WHERE sandbox_id = ?1 AND state IS NOT ?2",
+    [ST_HEARTBEAT] = "UPDATE health SET last_heartbeat_ns = ?2, emitted = ?3, recorded = ?4, exported = ?5,"
+		     " acked = ?6, dropped = ?7, backlog = ?8 WHERE sandbox_id = ?1",
+    [ST_ALERT_FIND] = "SELECT id FROM alerts WHERE sandbox_id IS ?1 AND kind = ?2 AND ended_ns IS NULL",
+    [ST_ALERT_INSERT] = "INSERT INTO alerts(sandbox_id, kind, severity, started_ns, detail) VALUES(?1, ?2, ?3, ?4, ?5)",
+    [ST_ALERT_CLOSE] = "UPDATE alerts SET ended_ns = ?2 WHERE id = ?1 AND ended_ns IS NULL",
+    [ST_ALERT_EXISTS] = "SELECT 1 FROM alerts WHERE id = ?1",
+    [ST_REJECT] = "INSERT INTO rejects(reason, count) VALUES(?1, 1)"
+		  " ON CONFLICT(reason) DO UPDATE SET count = count + 1",
+    [ST_REVOKE] = "INSERT INTO revoked(credential_ref, revoked_ns, reason) VALUES(?1, ?2, ?3)"
+		  " ON CONFLICT(credential_ref) DO NOTHING",
+    [ST_IS_REVOKED] = "SELECT 1 FROM revoked WHERE credential_ref = ?1",
+    [ST_ACCEPT_INSERT] = "INSERT INTO acceptances(contract, runtime, runtime_version, sensor_version, passed, at_ns,"
+			 " report) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+};
+
+struct sl_store {
+	sqlite3 *db;
+	sqlite3_stmt *st[ST_COUNT];
+	int64_t default_max_pages;
+	char err[512];
+};
+
+static _Thread_local char open_err[512];
+
+/* ---- errors ---- */
+
+static int map_rc(sqlite3 *db, int rc)
+{
+	int sys = db ? sqlite3_system_errno(db) : 0;
+	switch (rc & 0xff) {
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return -EBADMSG;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_CONSTRAINT:
+		return rc == SQLITE_CONSTRAINT_FOREIGNKEY ? -ENOENT : -EIO;
+	case SQLITE_CANTOPEN:
+		return sys > 0 ? -sys : -EIO;
+	case SQLITE_IOERR:
+		return sys == ENOSPC || sys == EDQUOT ? -sys : -EIO;
+	default:
+		return -EIO;
+	}
+}
+
+/* A SQLite failure: keep its message, return the mapped errno. */
+static int fail(struct sl_store *s, int rc)
+{
+	const char *msg = sqlite3_errmsg(s->db);
+	if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
+		msg = "sandbox is not bound (FOREIGN KEY constraint failed)";
+	snprintf(s->err, sizeof(s->err), "%s", msg ? msg : sqlite3_errstr(rc));
+	return map_rc(s->db, rc);
+}
+
+/* The store's own failure. */
+static int failf(struct sl_store *s, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int failf(struct sl_store *s, int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->err, sizeof(s->err), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+const char *sl_store_errmsg(const struct sl_store *s)
+{
+	return s ? s->err : open_err;
+}
+
+/* ---- statements ---- */
+
+static int stmt(struct sl_store *s, enum stmt_id id, sqlite3_stmt **out)
+{
+	if (!s->st[id]) {
+		int rc = sqlite3_prepare_v3(s->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s->st[id], NULL);
+		if (rc != SQLITE_OK) {
+			*out = NULL;
+			return fail(s, rc);
+		}
+	}
+	*out = s->st[id];
+	return 0;
+}
+
+/* Reset a cached statement and drop its bindings (they may point into caller memory). */
+static void done(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+static int bind_str(sqlite3_stmt *st, int i, const char *v)
+{
+	return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+/* Any bind_* returned non-zero: report the connection's error (set by the failing bind). */
+static int bind_failed(struct sl_store *s, sqlite3_stmt *st)
+{
+	int r = fail(s, sqlite3_errcode(s->db) ? sqlite3_errcode(s->db) : SQLITE_MISUSE);
+	done(st);
+	return r;
+}
+
+/* Step a statement that returns no row to its end. Returns 0 or -errno; resets it either way. */
+static int run(struct sl_store *s, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	int r = rc == SQLITE_DONE ? 0 : fail(s, rc);
+	done(st);
+	return r;
+}
+
+/* Step a statement expected to return at most one row with an integer in column 0. Returns 1 with
+ * *v set, 0 if no row, or -errno; resets it either way. */
+static int run_int(struct sl_store *s, sqlite3_stmt *st, int64_t *v)
+{
+	int rc = sqlite3_step(st), r;
+	if (rc == SQLITE_ROW) {
+		if (v)
+			*v = sqlite3_column_int64(st, 0);
+		r = 1;
+	} else {
+		r = rc == SQLITE_DONE ? 0 : fail(s, rc);
+	}
+	done(st);
+	return r;
+}
+
+static int exec_id(struct sl_store *s, enum stmt_id id)
+{
+	sqlite3_stmt *st;
+	int r = stmt(s, id, &st);
+	return r < 0 ? r : run(s, st);
+}
+
+static int tx_begin(struct sl_store *s)
+{
+	return exec_id(s, ST_BEGIN);
+}
+
+static void tx_rollback(struct sl_store *s)
+{
+	/* SQLite may already have rolled back on its own (SQLITE_FULL, SQLITE_IOERR, ...). The error
+	 * message of the failure that led here is kept. */
+	if (sqlite3_get_autocommit(s->db))
+		return;
+	char saved[sizeof(s->err)];
+	memcpy(saved, s->err, sizeof(saved));
+	sqlite3_stmt *st;
+	if (stmt(s, ST_ROLLBACK, &st) == 0)
+		run(s, st);
+	memcpy(s->err, saved, sizeof(saved));
+}
+
+static int tx_commit(struct sl_store *s)
+{
+	int r = exec_id(s, ST_COMMIT);
+	if (r < 0)
+		tx_rollback(s);
+	return r;
+}
+
+/* A statement with at most one row: integer pragmas, counts. */
+static int query_int(struct sl_store *s, const char *sql, int64_t *v)
+{
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(s, rc);
+	int r = run_int(s, st, v);
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int exec_sql(struct sl_store *s, const char *sql)
+{
+	int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+	return rc == SQLITE_OK ? 0 : fail(s, rc);
+}
+
+/* ---- open / close ---- */
+
+static int pragma_wal(struct sl_store *s)
+{
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(s, rc);
+	int r;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const char *mode = (const char *)sqlite3_column_text(st, 0);
+		r = mode && strcmp(mode, "wal") == 0
+			? 0
+			: failf(s, -EIO, "journal_mode=WAL is not available here (journal mode %s)", mode ? mode : "?");
+	} else {
+		r = fail(s, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* Create the schema if the file has none; refuse a newer or foreign one. */
+static int ensure_schema(struct sl_store *s)
+{
+	int64_t ver = 0, app = 0, tables = 0;
+	int r = query_int(s, "PRAGMA user_version", &ver);
+	if (r < 0)
+		return r;
+	if (ver == 0) {
+		/* Create under the write lock; another opener may have created it meanwhile. */
+		r = tx_begin(s);
+		if (r < 0)
+			return r;
+		if ((r = query_int(s, "PRAGMA user_version", &ver)) < 0 ||
+		    (r = query_int(s, "SELECT count(*) FROM sqlite_schema", &tables)) < 0)
+			goto rollback;
+		if (ver == 0 && tables > 0) {
+			r = failf(s, -EPROTO, "not a sightline collector store: it has %" PRId64 " tables and no schema version",
+				  tables);
+			goto rollback;
+		}
+		if (ver == 0) {
+			char pragmas[128];
+			snprintf(pragmas, sizeof(pragmas), "PRAGMA user_version=%d; PRAGMA application_id=%d;",
+				 SL_STORE_SCHEMA_VERSION, APPLICATION_ID);
+			if ((r = exec_sql(s, schema_sql)) < 0 || (r = exec_sql(s, pragmas)) < 0)
+				goto rollback;
+			ver = SL_STORE_SCHEMA_VERSION;
+		}
+		if ((r = tx_commit(s)) < 0)
+			return r;
+	}
+	if (ver > SL_STORE_SCHEMA_VERSION)
+		return failf(s, -EPROTO, "the store's schema version %" PRId64 " is newer than this build's (%d)", ver,
+			     SL_STORE_SCHEMA_VERSION);
+	if ((r = query_int(s, "PRAGMA application_id", &app)) < 0)
+		return r;
+	if (ver < 0 || app != APPLICATION_ID)
+		return failf(s, -EPROTO,
+			     "not a sightline collector store (application_id %" PRId64 ", user_version %" PRId64 ")",
+			     app, ver);
+	return 0;
+rollback:
+	tx_rollback(s);
+	return r;
+}
+
+int sl_store_open(const char *path, struct sl_store **out)
+{
+	*out = NULL;
+	open_err[0] = '\0';
+	if (!path || !*path) {
+		snprintf(open_err, sizeof(open_err), "no database path");
+		return -EINVAL;
+	}
+	/* The store holds evidence and key fingerprints: create it 0600 (the -wal and -shm files take the
+	 * database file's mode). */
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0)
+		close(fd);
+	else if (errno != EEXIST) {
+		int e = errno;
+		snprintf(open_err, sizeof(open_err), "cannot create %s: %s", path, strerror(e));
+		return -e;
+	}
+
+	struct sl_store *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(open_err, sizeof(open_err), "out of memory");
+		return -ENOMEM;
+	}
+	int r;
+	int rc = sqlite3_open_v2(path, &s->db,
+				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+				 NULL);
+	if (rc != SQLITE_OK) {
+		r = s->db ? fail(s, rc) : failf(s, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	sqlite3_extended_result_codes(s->db, 1);
+	if ((rc = sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS)) != SQLITE_OK) {
+		r = fail(s, rc);
+		goto fail;
+	}
+	char tune[256];
+	snprintf(tune, sizeof(tune),
+		 "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-%d;"
+		 " PRAGMA wal_autocheckpoint=%d; PRAGMA journal_size_limit=%d;",
+		 CACHE_KIB, AUTOCHECKPOINT_PGS, WAL_SIZE_LIMIT);
+	if ((r = pragma_wal(s)) < 0 || (r = exec_sql(s, tune)) < 0 || (r = ensure_schema(s)) < 0 ||
+	    (r = query_int(s, "PRAGMA max_page_count", &s->default_max_pages)) < 0)
+		goto fail;
+	s->err[0] = '\0';
+	*out = s;
+	return 0;
+fail:
+	if (snprintf(open_err, sizeof(open_err), "%s: %s", path, s->err) >= (int)sizeof(open_err))
+		memcpy(open_err + sizeof(open_err) - 4, "...", 4); /* cut */
+	sl_store_close(s);
+	return r;
+}
+
+void sl_store_close(struct sl_store *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < ST_COUNT; i++)
+		sqlite3_finalize(s->st[i]);
+	sqlite3_close(s->db);
+	free(s);
+}
+
+int sl_store_set_max_size(struct sl_store *s, uint64_t max_bytes)
+{
+	int64_t page = 0, pages, got = 0;
+	int r = query_int(s, "PRAGMA page_size", &page);
+	if (r < 0)
+		return r;
+	if (page <= 0)
+		return failf(s, -EIO, "no page size");
+	pages = max_bytes ? (int64_t)(max_bytes / (uint64_t)page) : s->default_max_pages;
+	if (pages < 1)
+		pages = 1;
+	if (pages > s->default_max_pages)
+		pages = s->default_max_pages;
+	char sql[64];
+	snprintf(sql, sizeof(sql), "PRAGMA max_page_count=%" PRId64, pages);
+	r = query_int(s, sql, &got);
+	return r < 0 ? r : 0;
+}
+
+/* ---- bindings ---- */
+
+static int bind_binding(sqlite3_stmt *st, const struct sl_store_binding *b)
+{
+	return bind_str(st, 1, b->sandbox_id) | bind_str(st, 2, b->tenant) | bind_str(st, 3, b->agent) |
+	       bind_str(st, 4, b->task) | bind_str(st, 5, b->version) | bind_str(st, 6, b->credential_ref) |
+	       bind_str(st, 7, b->risk_class) | bind_str(st, 8, b->runtime) | bind_str(st, 9, b->runtime_version) |
+	       bind_str(st, 10, b->sensor_version) | bind_str(st, 11, b->control) |
+	       bind_str(st, 12, b->key_fingerprint) | sqlite3_bind_int64(st, 13, b->started_ns);
+}
+
+int sl_store_bind(struct sl_store *s, const struct sl_store_binding *b)
+{
+	if (!b || !b->sandbox_id || !*b->sandbox_id || b->started_ns <= 0)
+		return failf(s, -EINVAL, "a binding needs a sandbox_id and started_ns > 0");
+	sqlite3_stmt *ins, *same, *health;
+	int r;
+	if ((r = stmt(s, ST_BIND_INSERT, &ins)) < 0 || (r = stmt(s, ST_BIND_SAME, &same)) < 0 ||
+	    (r = stmt(s, ST_HEALTH_INSERT, &health)) < 0 || (r = tx_begin(s)) < 0)
+		return r;
+	if (bind_binding(ins, b)) {
+		r = bind_failed(s, ins);
+		goto rollback;
+	}
+	if ((r = run(s, ins)) < 0)
+		goto rollback;
+	if (sqlite3_changes(s->db) == 1) {
+		if (bind_str(health, 1, b->sandbox_id) | sqlite3_bind_int64(health, 2, b->started_ns)) {
+			r = bind_failed(s, health);
+			goto rollback;
+		}
+		if ((r = run(s, health)) < 0)
+			goto rollback;
+		return tx_commit(s);
+	}
+	/* Already bound: identical is fine, anything else is a conflict. */
+	if (bind_binding(same, b)) {
+		r = bind_failed(s, same);
+		goto rollback;
+	}
+	int64_t eq = 0;
+	if ((r = run_int(s, same, &eq)) < 0)
+		goto rollback;
+	tx_rollback(s);
+	if (r == 1 && eq == 1)
+		return 0;
+	return failf(s, -EEXIST, "sandbox %s is already bound to a different identity", b->sandbox_id);
+rollback:
+	tx_rollback(s);
+	return r;
+}
+
+static int is_bound(struct sl_store *s, const char *sandbox_id)
+{
+	sqlite3_stmt *st;
+	int r = stmt(s, ST_BOUND, &st);
+	if (r < 0)
+		return r;
+	if (bind_str(st, 1, sandbox_id))
+		return bind_failed(s, st);
+	return run_int(s, st, NULL);
+}
+
+int sl_store_end(struct sl_store *s, const char *sandbox_id, int64_t ended_ns)
+{
+	if (!sandbox_id || ended_ns <= 0)
+		return failf(s, -EINVAL, "sl_store_end needs a sandbox_id and ended_ns > 0");
+	sqlite3_stmt *end, *state;
+	int r;
+	if ((r = stmt(s, ST_END_BIND, &end)) < 0 || (r = stmt(s, ST_STATE_SET, &state)) < 0 || (r = tx_begin(s)) < 0)
+		return r;
+	if ((r = is_bound(s, sandbox_id)) <= 0) {
+		if (r == 0)
+			r = failf(s, -ENOENT, "sandbox %s is not bound", sandbox_id);
+		goto rollback;
+	}
+	if (bind_str(end, 1, sandbox_id) | sqlite3_bind_int64(end, 2, ended_ns)) {
+		r = bind_failed(s, end);
+		goto rollback;
+	}
+	if ((r = run(s, end)) < 0)
+		goto rollback;
+	if (bind_str(state, 1, sandbox_id) | bind_str(state, 2, "ended") | sqlite3_bind_int64(state, 3, ended_ns)) {
+		r = bind_failed(s, state);
+		goto rollback;
+	}
+	if ((r = run(s, state)) < 0)
+		goto rollback;
+	return tx_commit(s);
+rollback:
+	tx_rollback(s);
+	return r;
+}
+
+/* ---- events ---- */
+
+/* The head of a sandbox, inside or outside a transaction. Returns 1 (found), 0 (no health row) or
+ * -errno. hash gets 64 characters + NUL. */
+static int read_head(struct sl_store *s, const char *sandbox_id, uint64_t *seq, char hash[SL_STORE_HASH_LEN + 1])
+{
+	sqlite3_stmt *st;
+	int r = stmt(s, ST_HEAD, &st);
+	if (r < 0)
+		return r;
+	if (bind_str(st, 1, sandbox_id))
+		return bind_failed(s, st);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const char *h = (const char *)sqlite3_column_text(st, 1);
+		int64_t v = sqlite3_column_int64(st, 0);
+		if (!h || sqlite3_column_bytes(st, 1) != SL_STORE_HASH_LEN || v < 0) {
+			r = failf(s, -EBADMSG, "sandbox %s: the stored head is malformed", sandbox_id);
+		} else {
+			*seq = (uint64_t)v;
+			memcpy(hash, h, SL_STORE_HASH_LEN + 1);
+			r = 1;
+		}
+	} else {
+		*seq = 0;
+		memcpy(hash, ZERO_HASH, SL_STORE_HASH_LEN + 1);
+		r = rc == SQLITE_DONE ? 0 : fail(s, rc);
+	}
+	done(st);
+	return r;
+}
+
+int sl_store_last(struct sl_store *s, const char *sandbox_id, uint64_t *seq, char hash[SL_STORE_HASH_LEN + 1])
+{
+	uint64_t v = 0;
+	char h[SL_STORE_HASH_LEN + 1];
+	if (!sandbox_id)
+		return failf(s, -EINVAL, "no sandbox_id");
+	int r = read_head(s, sandbox_id, &v, h);
+	if (r < 0)
+		return r;
+	if (seq)
+		*seq = v;
+	if (hash)
+		memcpy(hash, h, sizeof(h));
+	return 0;
+}
+
+static size_t line_len(const struct sl_store_event *e)
+{
+	size_t n = e->line_len;
+	return n > 0 && e->line[n - 1] == '\n' ? n - 1 : n;
+}
+
+/* A resend of a stored seq must be the stored line, byte for byte. Returns 0, -EPROTO or -errno. */
+static int check_resend(struct sl_store *s, const char *sandbox_id, const struct sl_store_event *e)
+{
+	sqlite3_stmt *st;
+	int r = stmt(s, ST_EV_LINE, &st);
+	if (r < 0)
+		return r;
+	if (bind_str(st, 1, sandbox_id) | sqlite3_bind_int64(st, 2, (int64_t)e->seq))
+		return bind_failed(s, st);
+	size_t len = line_len(e);
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const void *stored = sqlite3_column_blob(st, 0);
+		size_t n = (size_t)sqlite3_column_bytes(st, 0);
+		r = n == len && (len == 0 || memcmp(stored, e->line, len) == 0)
+			? 0
+			: failf(s, -EPROTO, "sandbox %s: seq %" PRIu64 " resent with different content", sandbox_id,
+				e->seq);
+	} else if (rc == SQLITE_DONE) {
+		r = failf(s, -EBADMSG, "sandbox %s: seq %" PRIu64 " is below the stored head but not stored",
+			  sandbox_id, e->seq);
+	} else {
+		r = fail(s, rc);
+	}
+	done(st);
+	return r;
+}
+
+int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const struct sl_store_event *ev, size_t n,
+			   int64_t received_ns, uint64_t *last_seq, size_t *dups)
+{
+	uint64_t head = 0, last;
+	char head_hash[SL_STORE_HASH_LEN + 1];
+	size_t ndup = 0;
+	int r;
+
+	if (dups)
+		*dups = 0;
+	if (last_seq)
+		*last_seq = 0;
+	if (!sandbox_id || (n > 0 && !ev))
+		return failf(s, -EINVAL, "no sandbox_id or no events");
+	for (size_t i = 0; i < n; i++) {
+		const struct sl_store_event *e = &ev[i];
+		if (!e->class_name || !e->prev_hash || !e->hash || !e->line || e->seq == 0 ||
+		    e->seq > (uint64_t)INT64_MAX || e->line_len > INT_MAX || e->class_len > INT_MAX) {
+			r = failf(s, -EINVAL, "sandbox %s: event %zu of the batch is malformed", sandbox_id, i);
+			if (last_seq && read_head(s, sandbox_id, &head, head_hash) >= 0)
+				*last_seq = head;
+			return r;
+		}
+	}
+
+	sqlite3_stmt *ins, *set;
+	if ((r = stmt(s, ST_EV_INSERT, &ins)) < 0 || (r = stmt(s, ST_HEAD_SET, &set)) < 0 || (r = tx_begin(s)) < 0)
+		goto out_head;
+	if ((r = read_head(s, sandbox_id, &head, head_hash)) <= 0) {
+		if (r == 0)
+			r = failf(s, -ENOENT, "sandbox %s is not bound", sandbox_id);
+		goto rollback;
+	}
+	last = head;
+	const char *last_hash = head_hash;
+	/* Parameters that are the same for every row are bound once per batch. */
+	if (bind_str(ins, 1, sandbox_id) | sqlite3_bind_int64(ins, 5, received_ns)) {
+		r = bind_failed(s, ins);
+		goto rollback;
+	}
+	int proto = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct sl_store_event *e = &ev[i];
+		if (e->seq <= last) {
+			if ((r = check_resend(s, sandbox_id, e)) < 0) {
+				if (r != -EPROTO)
+					goto rollback;
+				proto = r;
+				break;
+			}
+			ndup++;
+			continue;
+		}
+		if (e->seq != last + 1) {
+			proto = failf(s, -EPROTO, "sandbox %s: seq %" PRIu64 " after %" PRIu64 ": a hole", sandbox_id,
+				      e->seq, last);
+			break;
+		}
+		if (memcmp(e->prev_hash, last_hash, SL_STORE_HASH_LEN) != 0) {
+			proto = failf(s, -EPROTO, "sandbox %s: seq %" PRIu64 ": prev_hash does not match the hash of seq %" PRIu64,
+				      sandbox_id, e->seq, last);
+			break;
+		}
+		size_t cl = e->class_len ? e->class_len : strlen(e->class_name);
+		if (sqlite3_bind_int64(ins, 2, (int64_t)e->seq) | sqlite3_bind_int64(ins, 3, e->time_ns) |
+		    sqlite3_bind_text(ins, 4, e->class_name, (int)cl, SQLITE_STATIC) |
+		    sqlite3_bind_text(ins, 6, e->line, (int)line_len(e), SQLITE_STATIC)) {
+			r = bind_failed(s, ins);
+			goto rollback;
+		}
+		int rc = sqlite3_step(ins);
+		sqlite3_reset(ins);
+		if (rc != SQLITE_DONE) {
+			r = fail(s, rc);
+			sqlite3_clear_bindings(ins);
+			goto rollback;
+		}
+		last = e->seq;
+		last_hash = e->hash;
+	}
+	sqlite3_clear_bindings(ins);
+	if (last != head) {
+		if (bind_str(set, 1, sandbox_id) | sqlite3_bind_int64(set, 2, (int64_t)last) |
+		    sqlite3_bind_text(set, 3, last_hash, SL_STORE_HASH_LEN, SQLITE_STATIC) |
+		    sqlite3_bind_int64(set, 4, received_ns)) {
+			r = bind_failed(s, set);
+			goto rollback;
+		}
+		if ((r = run(s, set)) < 0)
+			goto rollback;
+	}
+	if ((r = tx_commit(s)) < 0)
+		goto out_head;
+	if (last_seq)
+		*last_seq = last;
+	if (dups)
+		*dups = ndup;
+	return proto;
+rollback:
+	tx_rollback(s);
+out_head:
+	/* Nothing of the batch is stored: report the head as it is (best effort). */
+	if (last_seq) {
+		char saved[sizeof(s->err)];
+		memcpy(saved, s->err, sizeof(saved));
+		if (read_head(s, sandbox_id, &head, head_hash) >= 0)
+			*last_seq = head;
+		memcpy(s->err, saved, sizeof(saved));
+	}
+	return r;
+}
+
+/* ---- health, alerts, counters ---- */
+
+static int64_t clamp_u64(uint64_t v)
+{
+	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+int sl_store_heartbeat(struct sl_store *s, const char *sandbox_id, const struct sl_store_counters *c, int64_t now_ns)
+{
+	if (!sandbox_id || !c)
+		return failf(s, -EINVAL, "no sandbox_id or counters");
+	sqlite3_stmt *st;
+	int r = stmt(s, ST_HEARTBEAT, &st);
+	if (r < 0)
+		return r;
+	if (bind_str(st, 1, sandbox_id) | sqlite3_bind_int64(st, 2, now_ns) |
+	    sqlite3_bind_int64(st, 3, clamp_u64(c->emitted)) | sqlite3_bind_int64(st, 4, clamp_u64(c->recorded)) |
+	    sqlite3_bind_int64(st, 5, clamp_u64(c->exported)) | sqlite3_bind_int64(st, 6, clamp_u64(c->acked)) |
+	    sqlite3_bind_int64(st, 7, clamp_u64(c->dropped)) | sqlite3_bind_int64(st, 8, clamp_u64(c->backlog)))
+		return bind_failed(s, st);
+	if ((r = run(s, st)) < 0)
+		return r;
+	return sqlite3_changes(s->db) == 1 ? 0 : failf(s, -ENOENT, "sandbox %s is not bound", sandbox_id);
+}
+
+static bool valid_state(const char *state)
+{
+	static const char *const states[] = {"healthy", "lagging", "blind", "ended"};
+	for (size_t i = 0; state && i < SL_ARRAY_LEN(states); i++)
+		if (strcmp(state, states[i]) == 0)
+			return true;
+	return false;
+}
+
+int sl_store_set_state(struct sl_store *s, const char *sandbox_id, const char *state, int64_t now_ns)
+{
+	if (!sandbox_id || !valid_state(state))
+		return failf(s, -EINVAL, "bad state %s", state ? state : "(null)");
+	sqlite3_stmt *st;
+	int r = stmt(s, ST_STATE_SET, &st);
+	if (r < 0)
+		return r;
+	if (bind_str(st, 1, sandbox_id) | bind_str(st, 2, state) | sqlite3_bind_int64(st, 3, now_ns))
+		return bind_failed(s, st);
+	if ((r = run(s, st)) < 0)
+		return r;
+	if (sqlite3_changes(s->db) == 1)
+		return 1;
+	uint64_t seq;
+	char h[SL_STORE_HASH_LEN + 1];
+	r = read_head(s, sandbox_id, &seq, h);
+	if (r < 0)
+		return r;
+	return r == 1 ? 0 : failf(s, -ENOENT, "sandbox %s is not bound", sandbox_id);
+}
+
+int64_t sl_store_alert_open(struct sl_store *s, const char *sandbox_id, const char *kind, const char *severity,
+			    int64_t start_ns, const char *detail)
+{
+	if (!kind || !severity)
+		return failf(s, -EINVAL, "an alert needs a kind and a severity");
+	sqlite3_stmt *find, *ins;
+	int r;
+	int64_t id = 0;
+	if ((r = stmt(s, ST_ALERT_FIND, &find)) < 0 || (r = stmt(s, ST_ALERT_INSERT, &ins)) < 0 ||
+	    (r = tx_begin(s)) < 0)
+		return r;
+	if (bind_str(find, 1, sandbox_id) | bind_str(find, 2, kind)) {
+		r = bind_failed(s, find);
+		goto rollback;
+	}
+	if ((r = run_int(s, find, &id)) < 0)
+		goto rollback;
+	if (r == 1) {
+		tx_rollback(s);
+		return id;
+	}
+	if (bind_str(ins, 1, sandbox_id) | bind_str(ins, 2, kind) | bind_str(ins, 3, severity) |
+	    sqlite3_bind_int64(ins, 4, start_ns) | bind_str(ins, 5, detail)) {
+		r = bind_failed(s, ins);
+		goto rollback;
+	}
+	if ((r = run(s, ins)) < 0)
+		goto rollback;
+	id = sqlite3_last_insert_rowid(s->db);
+	if ((r = tx_commit(s)) < 0)
+		return r;
+	return id;
+rollback:
+	tx_rollback(s);
+	return r;
+}
+
+int sl_store_alert_close(struct sl_store *s, int64_t id, int64_t end_ns)
+{
+	if (end_ns <= 0)
+		return failf(s, -EINVAL, "end_ns must be > 0");
+	sqlite3_stmt *close_st, *exists;
+	int r;
+	if ((r = stmt(s, ST_ALERT_CLOSE, &close_st)) < 0 || (r = stmt(s, ST_ALERT_EXISTS, &exists)) < 0)
+		return r;
+	if (sqlite3_bind_int64(close_st, 1, id) | sqlite3_bind_int64(close_st, 2, end_ns))
+		return bind_failed(s, close_st);
+	if ((r = run(s, close_st)) < 0)
+		return r;
+	if (sqlite3_changes(s->db) == 1)
+		return 0;
+	if (sqlite3_bind_int64(exists, 1, id))
+		return bind_failed(s, exists);
+	r = run_int(s, exists, NULL);
+	if (r < 0)
+		return r;
+	return r == 1 ? 0 : failf(s, -ENOENT, "no alert %" PRId64, id);
+}
+
+int sl_store_reject(struct sl_store *s, const char *reason)
+{
+	if (!reason)
+		return failf(s, -EINVAL, "no reason");
+	sqlite3_stmt *st;
+	int r = stmt(s, ST_REJECT, &st);
+	if (r < 0)
+		return r;
+	if (bind_str(st, 1, reason))
+		return bind_failed(s, st);
+	return run(s, st);
+}
+
+int sl_store_revoke(struct sl_store *s, const char *credential_ref, int64_t revoked_ns, const char *reason)
+{
+	if (!credential_ref)
+		return failf(s, -EINVAL, "no credential_ref");
+	sqlite3_stmt *st;
+	int r = stmt(s, ST_REVOKE, &st);
+	if (r < 0)
+		return r;
+	if (bind_str(st, 1, credential_ref) | sqlite3_bind_int64(st, 2, revoked_ns) | bind_str(st, 3, reason))
+		return bind_failed(s, st);
+	if ((r = run(s, st)) < 0)
+		return r;
+	return sqlite3_changes(s->db) == 1 ? 0 : 1;
+}
+
+int sl_store_is_revoked(struct sl_store *s, const char *credential_ref)
+{
+	if (!credential_ref)
+		return failf(s, -EINVAL, "no credential_ref");
+	sqlite3_stmt *st;
+	int r = stmt(s, ST_IS_REVOKED, &st);
+	if (r < 0)
+		return r;
+	if (bind_str(st, 1, credential_ref))
+		return bind_failed(s, st);
+	return run_int(s, st, NULL);
+}
+
+int64_t sl_store_acceptance_add(struct sl_store *s, const struct sl_store_acceptance *a)
+{
+	if (!a || !a->contract)
+		return failf(s, -EINVAL, "an acceptance needs a contract");
+	sqlite3_stmt *st;
+	int r = stmt(s, ST_ACCEPT_INSERT, &st);
+	if (r < 0)
+		return r;
+	if (bind_str(st, 1, a->contract) | bind_str(st, 2, a->runtime) | bind_str(st, 3, a->runtime_version) |
+	    bind_str(st, 4, a->sensor_version) | sqlite3_bind_int(st, 5, a->passed ? 1 : 0) |
+	    sqlite3_bind_int64(st, 6, a->at_ns) | bind_str(st, 7, a->report))
+		return bind_failed(s, st);
+	if ((r = run(s, st)) < 0)
+		return r;
+	return sqlite3_last_insert_rowid(s->db);
+}
+
+/* ---- queries ---- */
+
+/* A query built from the filter: SQL text with named parameters for the filters in use. */
+struct query {
+	char sql[1024];
+	size_t len;
+	bool overflow;
+};
+
+static void q_add(struct query *q, const char *text)
+{
+	size_t n = strlen(text);
+	if (q->len + n >= sizeof(q->sql)) {
+		q->overflow = true;
+		return;
+	}
+	memcpy(q->sql + q->len, text, n + 1);
+	q->len += n;
+}
+
+/* Prepare q and bind the filter's values to the parameters it uses. */
+static int q_prepare(struct sl_store *s, struct query *q, const struct sl_store_filter *f, sqlite3_stmt **out)
+{
+	*out = NULL;
+	if (q->overflow)
+		return failf(s, -EINVAL, "query too long");
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(s->db, q->sql, -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(s, rc);
+	static const struct sl_store_filter none;
+	if (!f)
+		f = &none;
+	struct {
+		const char *name, *text;
+		int64_t num;
+	} p[] = {
+	    {":tenant", f->tenant, 0},
+	    {":task", f->task, 0},
+	    {":sandbox", f->sandbox_id, 0},
+	    {":class", f->class_name, 0},
+	    {":kind", f->kind, 0},
+	    {":state", f->state, 0},
+	    {":since", NULL, f->since_ns},
+	    {":limit", NULL, f->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)f->limit},
+	};
+	for (size_t i = 0; i < SL_ARRAY_LEN(p); i++) {
+		int idx = sqlite3_bind_parameter_index(st, p[i].name);
+		if (idx == 0)
+			continue;
+		rc = p[i].text ? sqlite3_bind_text(st, idx, p[i].text, -1, SQLITE_STATIC)
+			       : sqlite3_bind_int64(st, idx, p[i].num);
+		if (rc != SQLITE_OK) {
+			int r = fail(s, rc);
+			sqlite3_finalize(st);
+			return r;
+		}
+	}
+	*out = st;
+	return 0;
+}
+
+/* Step st, calling row(st) per row; finalize. */
+static int q_each(struct sl_store *s, sqlite3_stmt *st, int (*row)(sqlite3_stmt *st, void *ctx), void *ctx)
+{
+	int rc, r = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((r = row(st, ctx)) != 0)
+			break;
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = fail(s, rc);
+	sqlite3_finalize(st);
+	return r;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+	return sqlite3_column_type(st, i) == SQLITE_NULL ? NULL : (const char *)sqlite3_column_text(st, i);
+}
+
+static void q_limit(struct query *q, const struct sl_store_filter *f)
+{
+	if (f && f->limit)
+		q_add(q, " LIMIT :limit");
+}
+
+struct event_ctx {
+	int (*cb)(void *arg, const char *line, size_t len);
+	void *arg;
+};
+
+static int event_row(sqlite3_stmt *st, void *ctx)
+{
+	struct event_ctx *c = ctx;
+	const char *line = (const char *)sqlite3_column_text(st, 0);
+	return c->cb(c->arg, line ? line : "", (size_t)sqlite3_column_bytes(st, 0));
+}
+
+int sl_store_each_event(struct sl_store *s, const struct sl_store_filter *f,
+			int (*cb)(void *arg, const char *line, size_t len), void *arg)
+{
+	struct query q = {0};
+	q_add(&q, "SELECT e.line FROM events e");
+	if (f && (f->tenant || f->task))
+		q_add(&q, " JOIN bindings b ON b.sandbox_id = e.sandbox_id");
+	q_add(&q, " WHERE 1");
+	if (f && f->tenant)
+		q_add(&q, " AND b.tenant = :tenant");
+	if (f && f->task)
+		q_add(&q, " AND b.task = :task");
+	if (f && f->sandbox_id)
+		q_add(&q, " AND e.sandbox_id = :sandbox");
+	if (f && f->class_name)
+		q_add(&q, " AND e.class = :class");
+	if (f && f->since_ns)
+		q_add(&q, " AND e.time_ns >= :since");
+	q_add(&q, " ORDER BY e.time_ns, e.sandbox_id, e.seq");
+	q_limit(&q, f);
+	sqlite3_stmt *st;
+	int r = q_prepare(s, &q, f, &st);
+	if (r < 0)
+		return r;
+	struct event_ctx c = {cb, arg};
+	return q_each(s, st, event_row, &c);
+}
+
+struct alert_ctx {
+	int (*cb)(void *arg, const struct sl_store_alert *a);
+	void *arg;
+};
+
+static int alert_row(sqlite3_stmt *st, void *ctx)
+{
+	struct alert_ctx *c = ctx;
+	struct sl_store_alert a = {
+	    .id = sqlite3_column_int64(st, 0),
+	    .sandbox_id = col_text(st, 1),
+	    .kind = col_text(st, 2),
+	    .severity = col_text(st, 3),
+	    .detail = col_text(st, 4),
+	    .started_ns = sqlite3_column_int64(st, 5),
+	    .ended_ns = sqlite3_column_int64(st, 6),
+	};
+	return c->cb(c->arg, &a);
+}
+
+int sl_store_each_alert(struct sl_store *s, const struct sl_store_filter *f,
+			int (*cb)(void *arg, const struct sl_store_alert *a), void *arg)
+{
+	struct query q = {0};
+	q_add(&q, "SELECT a.id, a.sandbox_id, a.kind, a.severity, a.detail, a.started_ns, a.ended_ns FROM alerts a");
+	if (f && (f->tenant || f->task))
+		q_add(&q, " JOIN bindings b ON b.sandbox_id = a.sandbox_id");
+	q_add(&q, " WHERE 1");
+	if (f && f->tenant)
+		q_add(&q, " AND b.tenant = :tenant");
+	if (f && f->task)
+		q_add(&q, " AND b.task = :task");
+	if (f && f->sandbox_id)
+		q_add(&q, " AND a.sandbox_id = :sandbox");
+	if (f && f->kind)
+		q_add(&q, " AND a.kind = :kind");
+	if (f && f->open_only)
+		q_add(&q, " AND a.ended_ns IS NULL");
+	if (f && f->since_ns)
+		q_add(&q, " AND (a.ended_ns IS NULL OR a.ended_ns >= :since)");
+	q_add(&q, " ORDER BY a.started_ns, a.id");
+	q_limit(&q, f);
+	sqlite3_stmt *st;
+	int r = q_prepare(s, &q, f, &st);
+	if (r < 0)
+		return r;
+	struct alert_ctx c = {cb, arg};
+	return q_each(s, st, alert_row, &c);
+}
+
+struct health_ctx {
+	int (*cb)(void *arg, const struct sl_store_health *h);
+	void *arg;
+};
+
+static int health_row(sqlite3_stmt *st, void *ctx)
+{
+	struct health_ctx *c = ctx;
+	struct sl_store_health h = {
+	    .binding =
+		{
+		    .sandbox_id = col_text(st, 0),
+		    .tenant = col_text(st, 1),
+		    .agent = col_text(st, 2),
+		    .task = col_text(st, 3),
+		    .version = col_text(st, 4),
+		    .credential_ref = col_text(st, 5),
+		    .risk_class = col_text(st, 6),
+		    .runtime = col_text(st, 7),
+		    .runtime_version = col_text(st, 8),
+		    .sensor_version = col_text(st, 9),
+		    .control = col_text(st, 10),
+		    .key_fingerprint = col_text(st, 11),
+		    .started_ns = sqlite3_column_int64(st, 12),
+		    .ended_ns = sqlite3_column_int64(st, 13),
+		},
+	    .state = col_text(st, 14),
+	    .state_since_ns = sqlite3_column_int64(st, 15),
+	    .last_frame_ns = sqlite3_column_int64(st, 16),
+	    .last_heartbeat_ns = sqlite3_column_int64(st, 17),
+	    .last_seq = (uint64_t)sqlite3_column_int64(st, 18),
+	    .counters =
+		{
+		    .emitted = (uint64_t)sqlite3_column_int64(st, 20),
+		    .recorded = (uint64_t)sqlite3_column_int64(st, 21),
+		    .exported = (uint64_t)sqlite3_column_int64(st, 22),
+		    .acked = (uint64_t)sqlite3_column_int64(st, 23),
+		    .dropped = (uint64_t)sqlite3_column_int64(st, 24),
+		    .backlog = (uint64_t)sqlite3_column_int64(st, 25),
+		},
+	};
+	const char *hash = col_text(st, 19);
+	snprintf(h.last_hash, sizeof(h.last_hash), "%s", hash ? hash : ZERO_HASH);
+	return c->cb(c->arg, &h);
+}
+
+int sl_store_each_health(struct sl_store *s, const struct sl_store_filter *f,
+			 int (*cb)(void *arg, const struct sl_store_health *h), void *arg)
+{
+	struct query q = {0};
+	q_add(&q, "SELECT b.sandbox_id, b.tenant, b.agent, b.task, b.version, b.credential_ref, b.risk_class,"
+		  " b.runtime, b.runtime_version, b.sensor_version, b.control, b.key_fingerprint, b.started_ns,"
+		  " b.ended_ns, h.state, h.state_since_ns, h.last_frame_ns, h.last_heartbeat_ns, h.last_seq,"
+		  " h.last_hash, h.emitted, h.recorded, h.exported, h.acked, h.dropped, h.backlog"
+		  " FROM bindings b JOIN health h ON h.sandbox_id = b.sandbox_id WHERE 1");
+	if (f && f->tenant)
+		q_add(&q, " AND b.tenant = :tenant");
+	if (f && f->task)
+		q_add(&q, " AND b.task = :task");
+	if (f && f->sandbox_id)
+		q_add(&q, " AND b.sandbox_id = :sandbox");
+	if (f && f->state)
+		q_add(&q, " AND h.state = :state");
+	if (f && f->since_ns)
+		q_add(&q, " AND (b.ended_ns IS NULL OR b.ended_ns >= :since)");
+	q_add(&q, " ORDER BY b.started_ns, b.sandbox_id");
+	q_limit(&q, f);
+	sqlite3_stmt *st;
+	int r = q_prepare(s, &q, f, &st);
+	if (r < 0)
+		return r;
+	struct health_ctx c = {cb, arg};
+	return q_each(s, st, health_row, &c);
+}
+
+struct reject_ctx {
+	int (*cb)(void *arg, const char *reason, uint64_t count);
+	void *arg;
+};
+
+static int reject_row(sqlite3_stmt *st, void *ctx)
+{
+	struct reject_ctx *c = ctx;
+	const char *reason = col_text(st, 0);
+	return c->cb(c->arg, reason ? reason : "", (uint64_t)sqlite3_column_int64(st, 1));
+}
+
+int sl_store_each_reject(struct sl_store *s, int (*cb)(void *arg, const char *reason, uint64_t count), void *arg)
+{
+	struct query q = {0};
+	q_add(&q, "SELECT reason, count FROM rejects ORDER BY reason");
+	sqlite3_stmt *st;
+	int r = q_prepare(s, &q, NULL, &st);
+	if (r < 0)
+		return r;
+	struct reject_ctx c = {cb, arg};
+	return q_each(s, st, reject_row, &c);
+}
+
+struct acceptance_ctx {
+	int (*cb)(void *arg, const struct sl_store_acceptance *a);
+	void *arg;
+};
+
+static int acceptance_row(sqlite3_stmt *st, void *ctx)
+{
+	struct acceptance_ctx *c = ctx;
+	struct sl_store_acceptance a = {
+	    .id = sqlite3_column_int64(st, 0),
+	    .contract = col_text(st, 1),
+	    .runtime = col_text(st, 2),
+	    .runtime_version = col_text(st, 3),
+	    .sensor_version = col_text(st, 4),
+	    .passed = sqlite3_column_int(st, 5) != 0,
+	    .at_ns = sqlite3_column_int64(st, 6),
+	    .report = col_text(st, 7),
+	};
+	return c->cb(c->arg, &a);
+}
+
+int sl_store_each_acceptance(struct sl_store *s, const char *contract,
+			     int (*cb)(void *arg, const struct sl_store_acceptance *a), void *arg)
+{
+	struct query q = {0};
+	q_add(&q, "SELECT id, contract, runtime, runtime_version, sensor_version, passed, at_ns, report"
+		  " FROM acceptances");
+	if (contract)
+		q_add(&q, " WHERE contract = :contract");
+	q_add(&q, " ORDER BY at_ns DESC, id DESC");
+	sqlite3_stmt *st;
+	int r = q_prepare(s, &q, NULL, &st);
+	if (r < 0)
+		return r;
+	if (contract) {
+		int rc = sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":contract"), contract, -1, SQLITE_STATIC);
+		if (rc != SQLITE_OK) {
+			r = fail(s, rc);
+			sqlite3_finalize(st);
+			return r;
+		}
+	}
+	struct acceptance_ctx c = {cb, arg};
+	return q_each(s, st, acceptance_row, &c);
+}

@@ -1,0 +1,441 @@
+/* The exporter thread: tail the record, send EVENTS in order, take ACKs, send HEARTBEATs,
+ * reconnect with backoff and resume from the collector's durable seq. */
+#include "export/exporter.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#define BATCH_LINES 4096
+#define BATCH_BYTES (512u << 10)
+#define WINDOW	    64 /* EVENTS frames in flight before waiting for an ACK */
+
+struct sl_exporter {
+	struct sl_exporter_cfg cfg;
+	char addr[512], record_path[4096], sandbox_id[33], risk[8], control[257];
+	char tenant[257], agent[257], task[257], version[257], cred[257];
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool finishing, stop;
+	int result;
+	/* the record, as read so far */
+	int rfd;
+	uint64_t scan_off; /* bytes of the record scanned into complete lines */
+	uint64_t *offs;	   /* offs[k] = byte offset of the line with seq k+1 */
+	size_t n_lines, cap_lines;
+	/* shared counters */
+	_Atomic uint64_t exported, acked, connects, failures;
+	uint8_t *rbuf;
+	size_t rlen;
+};
+
+int sl_addr_parse(const char *addr, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (!strncmp(addr, "unix:", 5)) {
+		struct sockaddr_un *un = (struct sockaddr_un *)ss;
+		size_t n = strlen(addr + 5);
+		if (n == 0 || n >= sizeof(un->sun_path) || addr[5] != '/')
+			return -EINVAL;
+		un->sun_family = AF_UNIX;
+		memcpy(un->sun_path, addr + 5, n + 1);
+		return (int)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+	}
+	if (!strncmp(addr, "tcp:", 4)) {
+		char host[64];
+		const char *colon = strrchr(addr + 4, ':');
+		if (!colon || (size_t)(colon - (addr + 4)) >= sizeof(host))
+			return -EINVAL;
+		memcpy(host, addr + 4, (size_t)(colon - (addr + 4)));
+		host[colon - (addr + 4)] = '\0';
+		char *end;
+		unsigned long port = strtoul(colon + 1, &end, 10);
+		if (*end || port == 0 || port > 65535)
+			return -EINVAL;
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)port);
+		/* Loopback only: evidence does not leave this host over plain TCP. */
+		if (inet_pton(AF_INET, host, &in->sin_addr) != 1 || (ntohl(in->sin_addr.s_addr) >> 24) != 127)
+			return -EINVAL;
+		return (int)sizeof(*in);
+	}
+	return -EINVAL;
+}
+
+/* Index the complete lines appended to the record since the last scan (a line may be up to 1 MiB,
+ * the record's own limit). */
+static int scan(struct sl_exporter *e)
+{
+	enum { SCAN_BUF = (1 << 20) + 65536 };
+	static __thread char *buf;
+	if (!buf && !(buf = malloc(SCAN_BUF)))
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = pread(e->rfd, buf, SCAN_BUF, (off_t)e->scan_off);
+		if (n < 0)
+			return errno == EINTR ? 0 : -errno;
+		size_t line_start = 0;
+		for (ssize_t i = 0; i < n; i++) {
+			if (buf[i] != '\n')
+				continue;
+			if (e->n_lines == e->cap_lines) {
+				size_t cap = e->cap_lines ? e->cap_lines * 2 : 4096;
+				uint64_t *no = realloc(e->offs, cap * sizeof(*no));
+				if (!no)
+					return -ENOMEM;
+				e->offs = no;
+				e->cap_lines = cap;
+			}
+			e->offs[e->n_lines++] = e->scan_off + line_start;
+			line_start = (size_t)i + 1;
+		}
+		e->scan_off += line_start;
+		if ((size_t)n < SCAN_BUF)
+			return 0; /* all read; a partial last line waits for its newline */
+		if (line_start == 0)
+			return -E2BIG; /* a "line" longer than any record line: not a record */
+	}
+}
+
+static int dial(struct sl_exporter *e)
+{
+	struct sockaddr_storage ss;
+	int len = sl_addr_parse(e->addr, &ss);
+	if (len < 0)
+		return len;
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&ss, (socklen_t)len) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static int send_all(int fd, const uint8_t *p, size_t n, int timeout_ms)
+{
+	while (n > 0) {
+		struct pollfd pf = {.fd = fd, .events = POLLOUT};
+		int pr = poll(&pf, 1, timeout_ms);
+		if (pr == 0)
+			return -ETIMEDOUT;
+		if (pr < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Read and decode frames that are available (wait up to timeout_ms for the first). */
+static int recv_frames(struct sl_exporter *e, int fd, struct sl_frame_ctx *ctx, int timeout_ms)
+{
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	int pr = poll(&pf, 1, timeout_ms);
+	if (pr < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (pr == 0)
+		return 0;
+	ssize_t n = recv(fd, e->rbuf + e->rlen, SL_FRAME_MAX_FRAME - e->rlen, MSG_DONTWAIT);
+	if (n == 0)
+		return -ECONNRESET;
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	e->rlen += (size_t)n;
+	for (;;) {
+		struct sl_frame f;
+		size_t used;
+		int r = sl_frame_decode(e->rbuf, e->rlen, ctx, &f, &used);
+		if (r == -EAGAIN)
+			return 0;
+		if (r < 0)
+			return -EPROTO;
+		sl_frame_ctx_accept(ctx, &f);
+		if (f.type == SL_FRAME_ACK) {
+			uint64_t cur = atomic_load(&e->acked);
+			if (f.ack_seq > cur)
+				atomic_store(&e->acked, f.ack_seq);
+		} else if (f.type == SL_FRAME_ERROR) {
+			/* The collector refused something (and acked what it has): resend from there. */
+			atomic_store(&e->exported, atomic_load(&e->acked));
+		}
+		memmove(e->rbuf, e->rbuf + used, e->rlen - used);
+		e->rlen -= used;
+	}
+}
+
+static int send_frame(int fd, struct sl_frame_ctx *ctx, uint8_t type, const uint8_t *p, size_t n, uint8_t *wbuf)
+{
+	size_t out;
+	int r = sl_frame_encode(type, p, n, ctx, wbuf, SL_FRAME_MAX_FRAME, &out);
+	if (r < 0)
+		return r;
+	return send_all(fd, wbuf, out, 10000);
+}
+
+/* One connection's life: challenge, hello, resume point, then stream until finished or broken. */
+static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame_events_buf *batch)
+{
+	struct sl_frame_ctx ctx;
+	sl_frame_ctx_init(&ctx, SL_FRAME_ROLE_SUPERVISOR, e->cfg.key);
+	e->rlen = 0;
+	int r;
+	/* CHALLENGE, then HELLO, then the collector's ACK says where to resume. */
+	for (int tries = 0; !ctx.have_challenge && tries < 50; tries++)
+		if ((r = recv_frames(e, fd, &ctx, 100)) < 0)
+			goto out;
+	if (!ctx.have_challenge) {
+		r = -ETIMEDOUT;
+		goto out;
+	}
+	struct sl_frame_hello h;
+	memset(&h, 0, sizeof(h));
+	snprintf(h.sandbox_id, sizeof(h.sandbox_id), "%s", e->sandbox_id);
+	snprintf(h.tenant, sizeof(h.tenant), "%s", e->tenant);
+	snprintf(h.agent, sizeof(h.agent), "%s", e->agent);
+	snprintf(h.task, sizeof(h.task), "%s", e->task);
+	snprintf(h.version, sizeof(h.version), "%s", e->version);
+	snprintf(h.credential_ref, sizeof(h.credential_ref), "%s", e->cred);
+	snprintf(h.risk_class, sizeof(h.risk_class), "%s", e->risk);
+	snprintf(h.control, sizeof(h.control), "%s", e->control);
+	h.resume = atomic_load(&e->connects) > 0;
+	char hello[SL_FRAME_HELLO_MAX];
+	int hl = sl_frame_hello_build(&h, hello, sizeof(hello));
+	if (hl < 0 || (r = send_frame(fd, &ctx, SL_FRAME_HELLO, (uint8_t *)hello, (size_t)hl, wbuf)) < 0) {
+		r = hl < 0 ? hl : r;
+		goto out;
+	}
+	uint64_t before = atomic_load(&e->acked);
+	atomic_store(&e->acked, 0);
+	for (int tries = 0; atomic_load(&e->acked) == 0 && ctx.recv_seq == 0 && tries < 50; tries++)
+		if ((r = recv_frames(e, fd, &ctx, 100)) < 0)
+			goto out;
+	if (ctx.recv_seq == 0) {
+		atomic_store(&e->acked, before);
+		r = -ETIMEDOUT;
+		goto out;
+	}
+	atomic_store(&e->exported, atomic_load(&e->acked)); /* resume after what is durable */
+	atomic_fetch_add(&e->connects, 1);
+	int64_t next_hb = 0;
+	for (;;) {
+		pthread_mutex_lock(&e->mu);
+		bool finishing = e->finishing, stop = e->stop;
+		pthread_mutex_unlock(&e->mu);
+		if (stop) {
+			r = 0;
+			goto out;
+		}
+		if ((r = scan(e)) < 0)
+			goto out;
+		uint64_t exported = atomic_load(&e->exported), acked = atomic_load(&e->acked);
+		if (finishing && acked >= e->n_lines) {
+			r = 0;
+			goto out;
+		}
+		int64_t now = sl_now_monotonic_ns();
+		if (now >= next_hb) {
+			struct sl_frame_heartbeat hb = {.emitted = e->n_lines,
+							.recorded = e->n_lines,
+							.exported = exported,
+							.acked = acked,
+							.dropped = 0,
+							.backlog = e->n_lines - acked};
+			char hbuf[SL_FRAME_HEARTBEAT_MAX];
+			int n = sl_frame_heartbeat_build(&hb, hbuf, sizeof(hbuf));
+			if (n < 0 || (r = send_frame(fd, &ctx, SL_FRAME_HEARTBEAT, (uint8_t *)hbuf, (size_t)n, wbuf)) < 0)
+				goto out;
+			next_hb = now + (int64_t)e->cfg.heartbeat_ms * 1000000;
+		}
+		if (exported < e->n_lines && exported - acked < (uint64_t)WINDOW * BATCH_LINES) {
+			/* One batch of whole lines, read back from the record. */
+			sl_frame_events_reset(batch);
+			uint64_t seq = exported;
+			static __thread char line[1 << 20];
+			while (seq < e->n_lines && batch->count < BATCH_LINES && batch->len < BATCH_BYTES) {
+				uint64_t off = e->offs[seq];
+				uint64_t end = seq + 1 < e->n_lines ? e->offs[seq + 1] : e->scan_off;
+				size_t ll = (size_t)(end - off);
+				if (ll < 2 || ll > sizeof(line)) {
+					r = -EBADMSG;
+					goto out;
+				}
+				if (pread(e->rfd, line, ll, (off_t)off) != (ssize_t)ll) {
+					r = -EIO;
+					goto out;
+				}
+				int ar = sl_frame_events_add(batch, line, ll - 1);
+				if (ar == -ENOSPC)
+					break;
+				if (ar < 0) {
+					r = ar;
+					goto out;
+				}
+				seq++;
+			}
+			size_t pl;
+			const uint8_t *p = sl_frame_events_payload(batch, &pl);
+			if ((r = send_frame(fd, &ctx, SL_FRAME_EVENTS, p, pl, wbuf)) < 0)
+				goto out;
+			atomic_store(&e->exported, seq);
+			if ((r = recv_frames(e, fd, &ctx, 0)) < 0)
+				goto out;
+			continue;
+		}
+		/* Nothing to send now: wait for ACKs or new lines (the record grows, we poll it). */
+		if ((r = recv_frames(e, fd, &ctx, 20)) < 0)
+			goto out;
+	}
+out:
+	sl_frame_ctx_wipe(&ctx);
+	return r;
+}
+
+static void *run(void *arg)
+{
+	struct sl_exporter *e = arg;
+	uint8_t *wbuf = malloc(SL_FRAME_MAX_FRAME);
+	e->rbuf = malloc(SL_FRAME_MAX_FRAME);
+	struct sl_frame_events_buf batch;
+	sl_frame_events_init(&batch);
+	unsigned backoff_ms = 50;
+	while (wbuf && e->rbuf) {
+		pthread_mutex_lock(&e->mu);
+		bool stop = e->stop;
+		pthread_mutex_unlock(&e->mu);
+		if (stop)
+			break;
+		int fd = dial(e);
+		int r = fd < 0 ? fd : session(e, fd, wbuf, &batch);
+		if (fd >= 0)
+			close(fd);
+		if (r == 0)
+			break; /* finished: everything acknowledged, or told to stop */
+		atomic_fetch_add(&e->failures, 1);
+		/* Keep recording, retry with backoff: the record is the buffer. */
+		pthread_mutex_lock(&e->mu);
+		if (!e->stop) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)backoff_ms * 1000000L;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&e->cond, &e->mu, &ts);
+		}
+		pthread_mutex_unlock(&e->mu);
+		backoff_ms = backoff_ms >= 1000 ? 1000 : backoff_ms * 2;
+	}
+	sl_frame_events_free(&batch);
+	free(wbuf);
+	return NULL;
+}
+
+int sl_exporter_start(const struct sl_exporter_cfg *cfg, struct sl_exporter **out)
+{
+	struct sockaddr_storage ss;
+	if (!cfg->addr || sl_addr_parse(cfg->addr, &ss) < 0 || !cfg->record_path || !cfg->sandbox_id)
+		return -EINVAL;
+	struct sl_exporter *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->cfg = *cfg;
+	if (!e->cfg.heartbeat_ms)
+		e->cfg.heartbeat_ms = 1000;
+	snprintf(e->addr, sizeof(e->addr), "%s", cfg->addr);
+	snprintf(e->record_path, sizeof(e->record_path), "%s", cfg->record_path);
+	snprintf(e->sandbox_id, sizeof(e->sandbox_id), "%s", cfg->sandbox_id);
+	snprintf(e->risk, sizeof(e->risk), "%s", cfg->risk_class ? cfg->risk_class : "medium");
+	snprintf(e->control, sizeof(e->control), "%s", cfg->control ? cfg->control : "none");
+	snprintf(e->tenant, sizeof(e->tenant), "%s", cfg->id.tenant);
+	snprintf(e->agent, sizeof(e->agent), "%s", cfg->id.agent);
+	snprintf(e->task, sizeof(e->task), "%s", cfg->id.task);
+	snprintf(e->version, sizeof(e->version), "%s", cfg->id.version);
+	snprintf(e->cred, sizeof(e->cred), "%s", cfg->id.credential_ref);
+	e->rfd = open(cfg->record_path, O_RDONLY | O_CLOEXEC);
+	if (e->rfd < 0) {
+		int r = -errno;
+		free(e);
+		return r;
+	}
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cond, NULL);
+	int r = pthread_create(&e->thread, NULL, run, e);
+	if (r) {
+		close(e->rfd);
+		free(e);
+		return -r;
+	}
+	*out = e;
+	return 0;
+}
+
+void sl_exporter_stats(struct sl_exporter *e, struct sl_exporter_stats *st)
+{
+	st->recorded = e->n_lines;
+	st->exported = atomic_load(&e->exported);
+	st->acked = atomic_load(&e->acked);
+	st->connects = atomic_load(&e->connects);
+	st->send_failures = atomic_load(&e->failures);
+}
+
+int sl_exporter_finish(struct sl_exporter *e, unsigned timeout_ms, struct sl_exporter_stats *st)
+{
+	if (!e)
+		return 0;
+	pthread_mutex_lock(&e->mu);
+	e->finishing = true;
+	pthread_cond_signal(&e->cond);
+	pthread_mutex_unlock(&e->mu);
+	int64_t deadline = sl_now_monotonic_ns() + (int64_t)timeout_ms * 1000000;
+	while (sl_now_monotonic_ns() < deadline) {
+		if (pthread_tryjoin_np(e->thread, NULL) == 0)
+			goto joined;
+		usleep(5000);
+	}
+	pthread_mutex_lock(&e->mu);
+	e->stop = true;
+	pthread_cond_signal(&e->cond);
+	pthread_mutex_unlock(&e->mu);
+	pthread_join(e->thread, NULL);
+joined:;
+	/* The final count of lines: the record is complete now. */
+	scan(e);
+	struct sl_exporter_stats s;
+	sl_exporter_stats(e, &s);
+	if (st)
+		*st = s;
+	int r = s.acked >= s.recorded ? 0 : -ETIMEDOUT;
+	explicit_bzero(e->cfg.key, sizeof(e->cfg.key));
+	close(e->rfd);
+	free(e->offs);
+	free(e->rbuf);
+	pthread_mutex_destroy(&e->mu);
+	pthread_cond_destroy(&e->cond);
+	free(e);
+	return r;
+}
