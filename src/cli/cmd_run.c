@@ -41,6 +41,7 @@ struct run_opts {
 	const char *collector_secret; /* the collector's master secret (to derive this sandbox's key) */
 	const char *risk_class;
 	unsigned drain_seconds;
+	unsigned max_blind_ms; /* high risk: stop the workload after this long without the collector */
 	char **argv;
 };
 
@@ -50,7 +51,8 @@ static void usage(FILE *f)
 		   "                     [--policy FILE] [--record-dir DIR] [--accept-gap NAME]...\n"
 		   "                     [--sync-ms N] [--no-colocate] [--quiet]\n"
 		   "                     [--collector unix:PATH|tcp:127.0.0.1:PORT] [--collector-secret FILE]\n"
-		   "                     [--risk-class high|medium|low] [--drain-seconds N] -- CMD [ARGS...]\n"
+		   "                     [--risk-class high|medium|low] [--max-blind-ms N] [--drain-seconds N]\n"
+		   "                     -- CMD [ARGS...]\n"
 		   "gaps: landlock landlock-net landlock-scope cgroup cgroup-memory cgroup-pids notify-sync\n");
 }
 
@@ -68,7 +70,7 @@ static bool valid_ident(const char *s)
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
-	enum { OPT_TENANT = 256, OPT_AGENT, OPT_TASK, OPT_VERSION, OPT_CRED, OPT_POLICY, OPT_RECDIR, OPT_GAP, OPT_SYNC, OPT_QUIET, OPT_SPREAD, OPT_COLLECTOR, OPT_SECRET, OPT_RISK, OPT_DRAIN };
+	enum { OPT_TENANT = 256, OPT_AGENT, OPT_TASK, OPT_VERSION, OPT_CRED, OPT_POLICY, OPT_RECDIR, OPT_GAP, OPT_SYNC, OPT_QUIET, OPT_SPREAD, OPT_COLLECTOR, OPT_SECRET, OPT_RISK, OPT_DRAIN, OPT_MAXBLIND };
 	static const struct option opts[] = {{"tenant", required_argument, 0, OPT_TENANT},
 					     {"agent", required_argument, 0, OPT_AGENT},
 					     {"task", required_argument, 0, OPT_TASK},
@@ -84,12 +86,14 @@ static int parse(int argc, char **argv, struct run_opts *o)
 					     {"collector-secret", required_argument, 0, OPT_SECRET},
 					     {"risk-class", required_argument, 0, OPT_RISK},
 					     {"drain-seconds", required_argument, 0, OPT_DRAIN},
+					     {"max-blind-ms", required_argument, 0, OPT_MAXBLIND},
 					     {"help", no_argument, 0, 'h'},
 					     {0, 0, 0, 0}};
 	memset(o, 0, sizeof(*o));
 	o->sync_ms = 20;
 	o->risk_class = "medium";
 	o->drain_seconds = 10;
+	o->max_blind_ms = 2000;
 	o->collector_secret = "/var/lib/sightline/collector.secret";
 	optind = 1;
 	int c;
@@ -153,6 +157,16 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			}
 			o->risk_class = optarg;
 			break;
+		case OPT_MAXBLIND: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || v < 100 || v > 3600000) {
+				fprintf(stderr, "sightline run: --max-blind-ms takes 100..3600000\n");
+				return -1;
+			}
+			o->max_blind_ms = (unsigned)v;
+			break;
+		}
 		case OPT_DRAIN: {
 			char *end;
 			unsigned long v = strtoul(optarg, &end, 10);
@@ -558,7 +572,10 @@ int sl_cmd_run(int argc, char **argv)
 		fprintf(stderr, "sightline run: the sandbox died before exec\n");
 	}
 
-	/* Wait for the workload, the wall limit, or an operator signal. */
+	/* Wait for the workload, the wall limit, an operator signal, or (high risk, streaming) the
+	 * collector's silence past the risk class's limit. */
+	unsigned watchdog_ms = exporter && !strcmp(o.risk_class, "high") ? o.max_blind_ms : 0;
+	bool stopped_blind = false;
 	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	const char *reason = "exited";
 	int64_t deadline = pol.limits.wall_seconds ? sb.start_mono_ns + (int64_t)pol.limits.wall_seconds * 1000000000LL : 0;
@@ -569,11 +586,43 @@ int sl_cmd_run(int argc, char **argv)
 			int64_t left = (deadline - sl_now_monotonic_ns()) / 1000000;
 			timeout = left < 0 ? 0 : (int)(left > INT_MAX ? INT_MAX : left);
 		}
+		if (watchdog_ms && (timeout < 0 || timeout > 100))
+			timeout = 100;
 		int pr = poll(pf, 2, timeout);
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pf[0].revents)
 			break;
+		if (watchdog_ms && !stopped_blind) {
+			/* High risk: evidence that stops reaching the collector stops the workload. This
+			 * control path is the supervisor's own: nothing inside the sandbox can refuse it. */
+			struct sl_exporter_stats es;
+			sl_exporter_stats(exporter, &es);
+			int64_t silent_ms = (sl_now_monotonic_ns() - es.last_answer_ns) / 1000000;
+			if (silent_ms > (int64_t)watchdog_ms) {
+				stopped_blind = true;
+				struct sl_json cj;
+				sl_json_init(&cj);
+				sl_json_str(&cj, "action", "stop", 0);
+				sl_json_str(&cj, "by", "supervisor", 0);
+				char why[160];
+				snprintf(why, sizeof(why), "high-risk sandbox blind: no acknowledgement from the collector for %lld ms "
+							  "(limit %u ms)", (long long)silent_ms, watchdog_ms);
+				sl_json_str(&cj, "reason", why, 0);
+				sl_json_obj_open(&cj, "ocsf");
+				sl_json_int(&cj, "class_uid", 1007);
+				sl_json_int(&cj, "activity_id", 2);
+				sl_json_obj_close(&cj);
+				append(rec, "control.action", &cj);
+				sl_json_free(&cj);
+				sl_sandbox_freeze(&sb, true);
+				sl_sandbox_kill(&sb);
+				reason = "killed: blind past the high-risk limit";
+				fprintf(stderr, "sightline run: %s\n", why);
+			}
+			if (pr == 0 && (!deadline || sl_now_monotonic_ns() < deadline))
+				continue;
+		}
 		if (pr == 0) {
 			reason = "killed: wall-clock limit";
 			sl_sandbox_kill(&sb);

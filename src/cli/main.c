@@ -10,6 +10,7 @@ static void usage(FILE *f)
 		   "  run      run a command in a recorded sandbox (see docs/cli.md)\n"
 		   "  verify   verify a record's hash chain\n"
 		   "  collectd the collector daemon\n"
+		   "  export   deliver a record to the collector (again)\n"
 		   "  status | events | alerts   read the collector's store\n");
 }
 
@@ -24,6 +25,8 @@ int main(int argc, char **argv)
 		return sl_cmd_run(argc - 1, argv + 1);
 	if (!strcmp(cmd, "verify"))
 		return sl_cmd_verify(argc - 1, argv + 1);
+	if (!strcmp(cmd, "export"))
+		return sl_cmd_export(argc - 1, argv + 1);
 	if (!strcmp(cmd, "collectd"))
 		return sl_cmd_collectd(argc - 1, argv + 1);
 	if (!strcmp(cmd, "status") || !strcmp(cmd, "events") || !strcmp(cmd, "alerts"))

@@ -426,6 +426,14 @@ static void on_readable(struct server *s, struct conn *c)
 						c->sb->backlog_since_ns = 0;
 					else if (!c->sb->backlog_since_ns)
 						c->sb->backlog_since_ns = sl_now_realtime_ns();
+					/* Answer every heartbeat: the supervisor's own watchdog measures how long
+					 * the collector has been silent. */
+					uint64_t last = 0;
+					sl_store_last(s->st, c->sb->id, &last, NULL);
+					if (send_ack(s, c, last) < 0) {
+						conn_close(s, c);
+						return;
+					}
 				}
 			}
 			memmove(c->rbuf, c->rbuf + used, c->rlen - used);

@@ -38,6 +38,7 @@ struct sl_exporter {
 	size_t n_lines, cap_lines;
 	/* shared counters */
 	_Atomic uint64_t exported, acked, connects, failures;
+	_Atomic int64_t last_answer_ns;
 	uint8_t *rbuf;
 	size_t rlen;
 };
@@ -177,6 +178,7 @@ static int recv_frames(struct sl_exporter *e, int fd, struct sl_frame_ctx *ctx, 
 			return -EPROTO;
 		sl_frame_ctx_accept(ctx, &f);
 		if (f.type == SL_FRAME_ACK) {
+			atomic_store(&e->last_answer_ns, sl_now_monotonic_ns());
 			uint64_t cur = atomic_load(&e->acked);
 			if (f.ack_seq > cur)
 				atomic_store(&e->acked, f.ack_seq);
@@ -384,6 +386,7 @@ int sl_exporter_start(const struct sl_exporter_cfg *cfg, struct sl_exporter **ou
 	}
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cond, NULL);
+	atomic_store(&e->last_answer_ns, sl_now_monotonic_ns()); /* the grace starts now */
 	int r = pthread_create(&e->thread, NULL, run, e);
 	if (r) {
 		close(e->rfd);
@@ -401,6 +404,7 @@ void sl_exporter_stats(struct sl_exporter *e, struct sl_exporter_stats *st)
 	st->acked = atomic_load(&e->acked);
 	st->connects = atomic_load(&e->connects);
 	st->send_failures = atomic_load(&e->failures);
+	st->last_answer_ns = atomic_load(&e->last_answer_ns);
 }
 
 int sl_exporter_finish(struct sl_exporter *e, unsigned timeout_ms, struct sl_exporter_stats *st)

@@ -29,6 +29,7 @@ struct sl_exporter_stats {
 	uint64_t acked;		/* highest seq the collector says is durable */
 	uint64_t connects;	/* successful connections (1 + reconnects) */
 	uint64_t send_failures; /* connections lost or refused */
+	int64_t last_answer_ns; /* monotonic time the collector last acknowledged anything */
 };
 
 struct sl_exporter;

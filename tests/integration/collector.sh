@@ -69,3 +69,29 @@ print(f"blind interval {d:.2f} s")
 assert 4.0 <= d <= 9.0, d
 PY
 }
+
+test_high_risk_blind_stops_workload() {
+	need_root
+	collector_start
+	trap 'collector_stop; rm -rf "$SL_TMP"' EXIT
+	mkdir -p "$SL_TMP/ws-root"
+	echo x >"$SL_TMP/ws-root/f"
+	# The collector disappears 1.5 s in; the high-risk workload (limit 2 s) must be stopped by
+	# its supervisor within 1 s after the limit, and the stop recorded with its reason.
+	( sleep 1.5; date +%s%N >"$SL_TMP/killed_at"; kill -9 "$COLL_PID" ) &
+	local killer=$!
+	SL_RUN_FLAGS="--collector $COLL_ADDR --collector-secret $COLL_SECRET --risk-class high --max-blind-ms 2000 --drain-seconds 1" \
+		sl_sandbox root -- /bin/sh -c 'for i in $(seq 1 200); do /workspace/probe opens 10 /workspace/f >/dev/null; sleep 0.1; done'
+	wait "$killer" || true
+	[ "$RC" = 137 ] || fail "workload not stopped (status $RC): $ERR"
+	expect_verified
+	rec_has '.class=="control.action" and .action=="stop" and (.reason|test("blind"))' || fail "stop not recorded"
+	rec_has '.class=="lifecycle.exit" and .reason=="killed: blind past the high-risk limit"' || fail "exit reason missing"
+	local killed stop
+	killed=$(cat "$SL_TMP/killed_at")
+	stop=$(jq -r 'select(.class=="control.action") | .time' "$REC")
+	python3 -c "
+d = ($stop - $killed) / 1e9
+print(f'stopped {d:.2f} s after the collector vanished (limit 2 s, allowed up to 3 s)')
+assert 1.9 <= d <= 3.0, d"
+}
