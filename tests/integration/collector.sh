@@ -45,7 +45,7 @@ test_collector_outage_resume() {
 	# The workload keeps working for ~8 s while the collector is killed and, 5 s later, restarted.
 	( sleep 1.5; kill -9 "$COLL_PID"; sleep 5; collector_start --max-blind high=2s,medium=2s,low=2s; echo "$COLL_PID" >"$SL_TMP/pid2" ) &
 	local killer=$!
-	SL_RUN_FLAGS="--collector $COLL_ADDR --collector-secret $COLL_SECRET --risk-class high --drain-seconds 20" \
+	SL_RUN_FLAGS="--collector $COLL_ADDR --collector-secret $COLL_SECRET --risk-class medium --drain-seconds 20" \
 		sl_sandbox root -- /bin/sh -c 'for i in $(seq 1 80); do /workspace/probe opens 50 /workspace/f >/dev/null; sleep 0.1; done'
 	wait "$killer"
 	COLL_PID=$(cat "$SL_TMP/pid2")
