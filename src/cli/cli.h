@@ -5,6 +5,7 @@ int sl_cmd_run(int argc, char **argv);
 int sl_cmd_verify(int argc, char **argv);
 int sl_cmd_collectd(int argc, char **argv);
 int sl_cmd_export(int argc, char **argv);
+int sl_cmd_dispatch(int argc, char **argv);
 /* status, events, alerts: argv[0] names which. */
 int sl_cmd_query(int argc, char **argv);
 #endif

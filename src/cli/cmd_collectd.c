@@ -46,6 +46,7 @@ int sl_cmd_collectd(int argc, char **argv)
 	static const struct option opts[] = {{"listen", required_argument, 0, 'l'}, {"db", required_argument, 0, 'd'},
 					     {"secret", required_argument, 0, 's'}, {"max-blind", required_argument, 0, 'b'},
 					     {"max-delay", required_argument, 0, 'y'}, {"help", no_argument, 0, 'h'},
+					     {"admin", required_argument, 0, 'a'},
 					     {0, 0, 0, 0}};
 	struct sl_collectd_cfg cfg = {.db_path = DEFAULT_DB,
 				      .max_blind_ms_high = 2000,
@@ -67,6 +68,9 @@ int sl_cmd_collectd(int argc, char **argv)
 			break;
 		case 'd':
 			cfg.db_path = optarg;
+			break;
+		case 'a':
+			cfg.admin = optarg;
 			break;
 		case 's':
 			secret = optarg;
@@ -105,15 +109,26 @@ int sl_cmd_collectd(int argc, char **argv)
 		case 'h':
 			printf("usage: sightline collectd [--listen unix:PATH|tcp:127.0.0.1:PORT]... [--db FILE]\n"
 			       "                          [--secret FILE] [--max-blind high=2s,medium=10s,low=60s]\n"
-			       "                          [--max-delay 1s]\n");
+			       "                          [--max-delay 1s] [--admin unix:PATH]\n");
 			return 0;
 		default:
 			return 2;
 		}
 	}
+	if (!cfg.admin)
+		cfg.admin = "unix:/run/sightline/collector-admin.sock";
 	if (cfg.n_listen == 0) {
 		cfg.listen[cfg.n_listen++] = DEFAULT_SOCK;
 		sl_mkdir_p("/run/sightline", 0755);
+	}
+	if (!strncmp(cfg.admin, "unix:", 5)) {
+		char adir[4096];
+		snprintf(adir, sizeof(adir), "%s", cfg.admin + 5);
+		char *as = strrchr(adir, '/');
+		if (as && as != adir) {
+			*as = '\0';
+			sl_mkdir_p(adir, 0755);
+		}
 	}
 	int r = sl_collectd_secret(secret, cfg.master);
 	if (r < 0) {

@@ -11,6 +11,7 @@ static void usage(FILE *f)
 		   "  verify   verify a record's hash chain\n"
 		   "  collectd the collector daemon\n"
 		   "  export   deliver a record to the collector (again)\n"
+		   "  dispatch run a queue of tasks, pausing while the collector is blind\n"
 		   "  status | events | alerts   read the collector's store\n");
 }
 
@@ -25,6 +26,8 @@ int main(int argc, char **argv)
 		return sl_cmd_run(argc - 1, argv + 1);
 	if (!strcmp(cmd, "verify"))
 		return sl_cmd_verify(argc - 1, argv + 1);
+	if (!strcmp(cmd, "dispatch"))
+		return sl_cmd_dispatch(argc - 1, argv + 1);
 	if (!strcmp(cmd, "export"))
 		return sl_cmd_export(argc - 1, argv + 1);
 	if (!strcmp(cmd, "collectd"))

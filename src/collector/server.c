@@ -488,6 +488,54 @@ static void tick(struct server *s)
 	}
 }
 
+static int risk_rank(const char *r)
+{
+	return !strcmp(r, "high") ? 3 : !strcmp(r, "low") ? 1 : 2;
+}
+
+/* The dispatch gate: closed for a risk class while any running sandbox of that class or above is
+ * blind. Answered on the operator socket to "GATE <class>\n" with "open\n" or "closed <why>\n".
+ * Only root or the collector's own uid may ask (SO_PEERCRED): the answer steers dispatch. */
+static void on_admin(struct server *s, int lfd)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		struct ucred cr;
+		socklen_t cl = sizeof(cr);
+		char req[64] = "", resp[256];
+		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || (cr.uid != 0 && cr.uid != geteuid())) {
+			snprintf(resp, sizeof(resp), "denied\n");
+		} else {
+			ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
+			req[n > 0 ? n : 0] = '\0';
+			char *nl = strchr(req, '\n');
+			if (nl)
+				*nl = '\0';
+			if (strncmp(req, "GATE ", 5) != 0 || (strcmp(req + 5, "high") && strcmp(req + 5, "medium") &&
+								strcmp(req + 5, "low"))) {
+				snprintf(resp, sizeof(resp), "error: expected GATE high|medium|low\n");
+			} else {
+				snprintf(resp, sizeof(resp), "open\n");
+				int want = risk_rank(req + 5);
+				for (size_t i = 0; i < s->n_sbx; i++) {
+					struct sandbox *b = &s->sbx[i];
+					if (!b->ended && !strcmp(b->state, "blind") && risk_rank(b->risk) >= want) {
+						snprintf(resp, sizeof(resp), "closed sandbox %s (risk %s) blind since %lld\n",
+							 b->id, b->risk, (long long)b->last_frame_ns);
+						break;
+					}
+				}
+			}
+		}
+		(void)!send(fd, resp, strlen(resp), MSG_NOSIGNAL | MSG_DONTWAIT);
+		close(fd);
+	}
+}
+
 static int listen_on(struct server *s, const char *addr)
 {
 	struct sockaddr_storage ss;
@@ -579,6 +627,19 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 		}
 		logf_(s, "listening on %s", cfg->listen[i]);
 	}
+	if (cfg->admin) {
+		int afd = listen_on(s, cfg->admin);
+		if (afd < 0 || strncmp(cfg->admin, "unix:", 5) != 0) {
+			r = afd < 0 ? afd : -EINVAL;
+			logf_(s, "cannot listen on the operator socket %s (unix only): %s", cfg->admin, strerror(-r));
+			goto out;
+		}
+		/* Re-register as an operator listener, and only the owner may connect. */
+		struct epoll_event aev = {.events = EPOLLIN, .data.u64 = (uint64_t)afd << 2 | 3};
+		epoll_ctl(s->ep, EPOLL_CTL_MOD, afd, &aev);
+		chmod(cfg->admin + 5, 0600);
+		logf_(s, "operator socket %s", cfg->admin);
+	}
 	sigset_t sigs;
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
@@ -605,6 +666,8 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 				tick(s);
 			} else if ((tag & 3) == 1) {
 				on_accept(s, (int)(tag >> 2));
+			} else if ((tag & 3) == 3) {
+				on_admin(s, (int)(tag >> 2));
 			} else {
 				on_readable(s, evs[i].data.ptr);
 			}

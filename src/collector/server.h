@@ -13,6 +13,8 @@ struct sl_collectd_cfg {
 	const char *listen[SL_COLLECTD_MAX_LISTEN]; /* "unix:/path" or "tcp:127.0.0.1:PORT" */
 	int n_listen;
 	const char *db_path;
+	/* Operator socket (unix only, peer credentials checked): the dispatch gate. NULL: none. */
+	const char *admin;
 	uint8_t master[SL_FRAME_MASTER_LEN];
 	/* Longest silence (no frame, no heartbeat) before a running sandbox is "blind", per risk
 	 * class, in milliseconds. */

@@ -7,7 +7,8 @@ collector_start() {
 	COLL_ADDR=unix:$SL_TMP/collector.sock
 	COLL_DB=$SL_TMP/collector.db
 	COLL_SECRET=$SL_TMP/collector.secret
-	"$SL_BIN" collectd --listen "$COLL_ADDR" --db "$COLL_DB" --secret "$COLL_SECRET" "$@" \
+	COLL_ADMIN=unix:$SL_TMP/admin.sock
+	"$SL_BIN" collectd --listen "$COLL_ADDR" --db "$COLL_DB" --secret "$COLL_SECRET" --admin "$COLL_ADMIN" "$@" \
 		>>"$SL_TMP/collectd.log" 2>&1 &
 	COLL_PID=$!
 	for _ in $(seq 1 100); do
@@ -94,4 +95,39 @@ test_high_risk_blind_stops_workload() {
 d = ($stop - $killed) / 1e9
 print(f'stopped {d:.2f} s after the collector vanished (limit 2 s, allowed up to 3 s)')
 assert 1.9 <= d <= 3.0, d"
+}
+
+test_dispatch_pauses_while_blind() {
+	need_root
+	collector_start --max-blind high=2s,medium=2s,low=2s
+	trap 'collector_stop; rm -rf "$SL_TMP"' EXIT
+	mkdir -p "$SL_TMP/ws" "$SL_TMP/rec"
+	chown 1000:1000 "$SL_TMP/ws"
+	cp "$SL_PROBES/probe" "$SL_TMP/ws/probe"
+	echo x >"$SL_TMP/ws/f"
+	printf 'workspace: %s\n' "$SL_TMP/ws" >"$SL_TMP/p.yaml"
+	# Task A streams for ~9 s. Task B is due 3 s in, while the collector is down (killed at 1.5 s,
+	# back at 6.5 s) and then while A is still blind: it must wait until A is seen again.
+	cat >"$SL_TMP/tasks.jsonl" <<JSON
+{"tenant":"acme","agent":"a1","task":"A","version":"1","credential_ref":"c1","risk_class":"medium","policy":"$SL_TMP/p.yaml","command":["/bin/sh","-c","for i in \$(seq 1 90); do /workspace/probe opens 20 /workspace/f >/dev/null; sleep 0.1; done"]}
+{"tenant":"acme","agent":"a1","task":"B","version":"1","credential_ref":"c1","risk_class":"medium","policy":"$SL_TMP/p.yaml","not_before_ms":3000,"command":["/workspace/probe","noop"]}
+JSON
+	( sleep 1.5; kill -9 "$COLL_PID"; sleep 5; date +%s%N >"$SL_TMP/back_at"; collector_start --max-blind high=2s,medium=2s,low=2s; echo "$COLL_PID" >"$SL_TMP/pid2" ) &
+	local outage=$!
+	"$SL_BIN" dispatch --admin "$COLL_ADMIN" --collector "$COLL_ADDR" --collector-secret "$COLL_SECRET" \
+		--record-dir "$SL_TMP/rec" --parallel 2 "$SL_TMP/tasks.jsonl" | tee "$SL_TMP/dispatch.log"
+	wait "$outage"
+	COLL_PID=$(cat "$SL_TMP/pid2")
+	grep -q '^dispatch: paused before task B: ' "$SL_TMP/dispatch.log" || fail "B was never paused"
+	grep -q '^dispatch: task B exited 0' "$SL_TMP/dispatch.log" || fail "B did not run after the pause"
+	local recb back
+	recb=$(grep -l '"task":"B"' "$SL_TMP"/rec/*.jsonl)
+	back=$(cat "$SL_TMP/back_at")
+	python3 -c "
+import json
+start = json.loads(open('$recb').readline())['manifest']['started']
+d = (start - $back) / 1e9
+print(f'task B started {d:.2f} s after the collector came back')
+assert d > 0, 'B started while the collector was down'"
+	"$SL_BIN" alerts --db "$COLL_DB" | grep -q blind || fail "no blind alert"
 }

@@ -1,0 +1,140 @@
+# The collector under attack: a real collectd on a unix socket, driven by tests/hostile_client.py (a
+# from-scratch implementation of docs/protocol.md, standard library only). Each hostile case runs on
+# its own fresh connection, between valid sessions of one sandbox; every case must be refused and
+# counted under its reason, nothing of it stored, and the collector must keep serving.
+
+# Start a collector in the background (a copy of collector_start, so this file stands alone). Sets
+# HC_PID, HC_SOCK, HC_DB, HC_SECRET. The master secret is a fresh random one.
+hostile_collector_start() {
+	HC_SOCK=$SL_TMP/hostile.sock
+	HC_DB=$SL_TMP/hostile.db
+	HC_SECRET=$SL_TMP/hostile.secret
+	(umask 077 && head -c 32 /dev/urandom >"$HC_SECRET")
+	"$SL_BIN" collectd --listen "unix:$HC_SOCK" --db "$HC_DB" --secret "$HC_SECRET" \
+		>>"$SL_TMP/collectd.log" 2>&1 &
+	HC_PID=$!
+	for _ in $(seq 1 100); do
+		[ -S "$HC_SOCK" ] && grep -q 'collector ready' "$SL_TMP/collectd.log" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	cat "$SL_TMP/collectd.log"
+	fail "collector did not start"
+}
+hostile_collector_stop() { kill "$HC_PID" 2>/dev/null || true; wait "$HC_PID" 2>/dev/null || true; }
+
+# The rejects table as "reason=count" words, sorted by reason.
+hc_rejects() { sqlite3 "$HC_DB" 'SELECT reason || "=" || count FROM rejects ORDER BY reason' | tr '\n' ' ' | sed 's/ $//'; }
+# The expected table from HC_EXPECT (reason -> count), in the same form.
+hc_expected() {
+	local r out=()
+	for r in $(printf '%s\n' "${!HC_EXPECT[@]}" | sort); do out+=("$r=${HC_EXPECT[$r]}"); done
+	echo "${out[*]}"
+}
+# Run one client case: hc CASE [ARGS]. Sets HC_OUT (its JSON). Fails if the client says the
+# collector misbehaved.
+hc() {
+	HC_OUT=$("$HC_PY" "$SL_ROOT/tests/hostile_client.py" "$HC_SOCK" "$HC_SECRET" "$SL_TMP/state.json" "$@" \
+		2>"$SL_TMP/client.err") || fail "case '$*': $(cat "$SL_TMP/client.err")"
+	echo "$* -> $HC_OUT"
+}
+hc_alive() { kill -0 "$HC_PID" 2>/dev/null || { cat "$SL_TMP/collectd.log"; fail "the collector died ($1)"; }; }
+# A valid session: N new lines, acknowledged.
+hc_valid() {
+	hc valid "$@"
+	hc_alive "valid session"
+}
+# A hostile case expected to be counted under REASON: hc_hostile CASE REASON. The whole rejects
+# table must then be exactly the running expectation (so each case is charged with its own reason
+# and nothing else), and the collector still alive.
+hc_hostile() {
+	local case=$1 reason=$2
+	hc "$case"
+	HC_EXPECT[$reason]=$((${HC_EXPECT[$reason]:-0} + 1))
+	local got want
+	got=$(hc_rejects)
+	want=$(hc_expected)
+	[ "$got" = "$want" ] || fail "case $case: rejects table is '$got', expected '$want'"
+	hc_alive "after case $case"
+	# A connection-level reject: the collector closed the connection and acknowledged nothing.
+	if [ "${3:-}" = closes ]; then
+		jq -e '.eof == true and ([.frames[] | select(.type == "ack")] | length) == 0' <<<"$HC_OUT" >/dev/null ||
+			fail "case $case: expected the connection closed without an ACK, observed $HC_OUT"
+	else
+		# A line-level reject inside a well-formed frame: nothing stored, so every ACK is the
+		# unchanged head (the client's state has not moved).
+		local head
+		head=$(jq '.next_seq - 1' "$SL_TMP/state.json")
+		jq -e --argjson h "$head" '[.frames[] | select(.type == "ack" and .ack != $h)] | length == 0' \
+			<<<"$HC_OUT" >/dev/null || fail "case $case: an ACK other than the head $head: $HC_OUT"
+	fi
+	# docs/protocol.md, Connection: "ERROR (either way, then close)". Checked last (collected), so
+	# every other property is established first.
+	if jq -e '[.frames[] | .type] | index("error") != null' <<<"$HC_OUT" >/dev/null &&
+		! jq -e '(.frames[-1].type == "error") and .eof' <<<"$HC_OUT" >/dev/null; then
+		HC_VIOLATIONS+=("case $case: the collector sent an ERROR but did not then close the connection (frames after it: $(jq -c '.frames | (map(.type) | index("error")) as $i | .[$i + 1:]' <<<"$HC_OUT"), connection closed: $(jq .eof <<<"$HC_OUT"))")
+	fi
+}
+
+test_hostile_collector() {
+	command -v python3 >/dev/null || skip "needs python3"
+	command -v sqlite3 >/dev/null || skip "needs the sqlite3 command"
+	# The interpreter itself, not a version manager's shim: ~25 runs of the client, each 0.1 s, not 0.4.
+	HC_PY=$(python3 -c 'import sys; print(sys.executable)')
+	hostile_collector_start
+	trap 'hostile_collector_stop; rm -rf "$SL_TMP"' EXIT
+	declare -gA HC_EXPECT=()
+	HC_VIOLATIONS=()
+	hc init
+
+	hc_valid 3 # record.begin and two more: seq 1..3
+	hc_hostile bad_magic bad_magic closes   # "SLF2" instead of "SLF1" in an otherwise whole HELLO
+	hc_valid 2
+	hc_hostile truncated truncated_body closes # after a valid HELLO, half an EVENTS frame, then EOF
+	hc_valid 2
+	hc_hostile oversize oversize closes     # a HELLO header claiming 1 MiB + 1: refused at 12 bytes
+	jq -e '.seconds < 2' <<<"$HC_OUT" >/dev/null || fail "oversize: refused only after $(jq .seconds <<<"$HC_OUT") s"
+	hc_valid 2
+	hc_hostile replay replay closes         # a valid EVENTS frame (stored), then the same bytes again
+	hc_valid 2
+	# frame_seq 3 where 2 is due: the codec has one reason for a repeated and a skipped frame_seq
+	# ("replay: authentic, but frame_seq is not previous + 1"), so this counts as replay too.
+	hc_hostile skip replay closes
+	hc_valid 2
+	hc_hostile wrong_key bad_tag closes     # HELLO for A, tagged with A's key under another master
+	hc_valid 2
+	# HELLO for A tagged with B's (real) key: the same reason, bad_tag (docs/protocol.md, Decoding).
+	hc_hostile other_key bad_tag closes
+	hc_valid 2
+	hc_hostile other_sandbox other_sandbox  # a valid line of sandbox B on A's authenticated connection
+	hc_valid 2
+	hc_hostile bad_line bad_line            # the next line of A, one body byte changed after hashing
+	hc_valid 2
+	hc_hostile out_of_order out_of_order    # seq head+2, head+3: head+1 is missing
+	hc_valid 2
+	hc_hostile duplicate duplicate          # the last 3 stored lines, resent byte for byte
+	hc_valid 3 end                          # ... and the record ends
+
+	hc_alive "at the end"
+	# Every valid line stored exactly once, in order, and nothing else for A; nothing at all for B.
+	local sid_a sid_b
+	sid_a=$(jq -r .sid_a "$SL_TMP/state.json")
+	sid_b=$(jq -r .sid_b "$SL_TMP/state.json")
+	hc expected >/dev/null
+	printf '%s\n' "$HC_OUT" >"$SL_TMP/expected"
+	"$SL_BIN" events --db "$HC_DB" --sandbox "$sid_a" >"$SL_TMP/stored"
+	cmp "$SL_TMP/stored" "$SL_TMP/expected" ||
+		fail "stored lines differ from the valid lines sent ($(wc -l <"$SL_TMP/stored") stored, $(wc -l <"$SL_TMP/expected") sent): $(diff "$SL_TMP/expected" "$SL_TMP/stored" | head -n 10)"
+	assert_eq "$(wc -l <"$SL_TMP/expected")" 28 "valid lines sent"
+	"$SL_BIN" verify "$SL_TMP/stored" >/dev/null || fail "the stored copy does not verify: $("$SL_BIN" verify "$SL_TMP/stored")"
+	assert_eq "$("$SL_BIN" events --db "$HC_DB" --sandbox "$sid_b" | wc -l)" 0 "lines stored for sandbox B"
+	assert_eq "$(sqlite3 "$HC_DB" "SELECT count(*) FROM events WHERE sandbox_id <> '$sid_a'")" 0 "events of other sandboxes"
+	# The exact counts, per reason, and no other reason.
+	assert_eq "$(hc_rejects)" \
+		"bad_line=1 bad_magic=1 bad_tag=2 duplicate=1 other_sandbox=1 out_of_order=1 oversize=1 replay=2 truncated_body=1" \
+		"rejects table"
+	echo "rejects: $(hc_rejects)"
+	if [ ${#HC_VIOLATIONS[@]} -gt 0 ]; then
+		printf '%s\n' "${HC_VIOLATIONS[@]}" >&2
+		fail "${#HC_VIOLATIONS[@]} promise(s) of docs/protocol.md broken (see above)"
+	fi
+}
