@@ -47,6 +47,7 @@ int sl_cmd_collectd(int argc, char **argv)
 					     {"secret", required_argument, 0, 's'}, {"max-blind", required_argument, 0, 'b'},
 					     {"max-delay", required_argument, 0, 'y'}, {"help", no_argument, 0, 'h'},
 					     {"admin", required_argument, 0, 'a'},
+					     {"metrics", required_argument, 0, 'm'},
 					     {0, 0, 0, 0}};
 	struct sl_collectd_cfg cfg = {.db_path = DEFAULT_DB,
 				      .max_blind_ms_high = 2000,
@@ -71,6 +72,9 @@ int sl_cmd_collectd(int argc, char **argv)
 			break;
 		case 'a':
 			cfg.admin = optarg;
+			break;
+		case 'm':
+			cfg.metrics = optarg;
 			break;
 		case 's':
 			secret = optarg;
@@ -109,7 +113,7 @@ int sl_cmd_collectd(int argc, char **argv)
 		case 'h':
 			printf("usage: sightline collectd [--listen unix:PATH|tcp:127.0.0.1:PORT]... [--db FILE]\n"
 			       "                          [--secret FILE] [--max-blind high=2s,medium=10s,low=60s]\n"
-			       "                          [--max-delay 1s] [--admin unix:PATH]\n");
+			       "                          [--max-delay 1s] [--admin unix:PATH] [--metrics tcp:127.0.0.1:PORT]\n");
 			return 0;
 		default:
 			return 2;

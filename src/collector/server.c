@@ -60,6 +60,12 @@ struct server {
 	struct sl_store_event *batch;
 	uint8_t *wbuf;
 	int n_conns;
+	/* counters for /metrics */
+	uint64_t events_received, frames_received, duplicates;
+	double blind_seconds;
+	/* ingest latency (action time -> durable here), log2 buckets of microseconds */
+	uint64_t lat_bucket[32], lat_count;
+	double lat_sum_s;
 };
 
 static void logf_(struct server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -335,6 +341,22 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 	}
 	if (dups)
 		reject(s, "duplicate");
+	s->duplicates += dups;
+	int64_t now_ns = sl_now_realtime_ns();
+	for (size_t i = 0; i < n; i++) {
+		if (i >= dups && s->batch[i].seq <= last) { /* inserted now (resends come first) */
+			s->events_received++;
+			int64_t lat_us = (now_ns - s->batch[i].time_ns) / 1000;
+			unsigned b = 0;
+			while (lat_us > 1 && b < 31) {
+				lat_us >>= 1;
+				b++;
+			}
+			s->lat_bucket[b]++;
+			s->lat_count++;
+			s->lat_sum_s += (double)(now_ns - s->batch[i].time_ns) / 1e9;
+		}
+	}
 	if (ended && r == 0) {
 		c->sb->ended = true;
 		sl_store_end(s->st, c->sb->id, sl_now_realtime_ns());
@@ -406,6 +428,7 @@ static void on_readable(struct server *s, struct conn *c)
 					return;
 				}
 				sl_frame_ctx_accept(&c->ctx, &f);
+				s->frames_received++;
 				c->sb->last_frame_ns = sl_now_realtime_ns();
 				if (f.type == SL_FRAME_EVENTS) {
 					if (on_events(s, c, &f) < 0) {
@@ -471,6 +494,8 @@ static void tick(struct server *s)
 			continue;
 		if (b->alert_id) {
 			sl_store_alert_close(s->st, b->alert_id, now);
+			if (!strcmp(b->state, "blind"))
+				s->blind_seconds += (double)(now - b->last_frame_ns) / 1e9;
 			logf_(s, "sandbox %s: %s ended", b->id, b->state);
 			b->alert_id = 0;
 		}
@@ -532,6 +557,95 @@ static void on_admin(struct server *s, int lfd)
 			}
 		}
 		(void)!send(fd, resp, strlen(resp), MSG_NOSIGNAL | MSG_DONTWAIT);
+		close(fd);
+	}
+}
+
+struct mbuf {
+	char *p;
+	size_t len, cap;
+};
+static void mput(struct mbuf *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mput(struct mbuf *m, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(m->p + m->len, m->cap - m->len, fmt, ap);
+	va_end(ap);
+	if (n > 0 && (size_t)n < m->cap - m->len)
+		m->len += (size_t)n;
+}
+
+static int reject_cb(void *arg, const char *reason, uint64_t count)
+{
+	mput(arg, "sightline_frames_rejected_total{reason=\"%s\"} %llu\n", reason, (unsigned long long)count);
+	return 0;
+}
+
+struct hsum {
+	uint64_t dropped;
+};
+static int drop_cb(void *arg, const struct sl_store_health *h)
+{
+	((struct hsum *)arg)->dropped += h->counters.dropped;
+	return 0;
+}
+
+/* GET /metrics, Prometheus text format, loopback only. One request per connection. */
+static void on_metrics(struct server *s, int lfd)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		char req[1024];
+		ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
+		req[n > 0 ? n : 0] = '\0';
+		static char body[65536];
+		struct mbuf m = {.p = body, .cap = sizeof(body)};
+		unsigned blind = 0, lagging = 0, healthy = 0;
+		for (size_t i = 0; i < s->n_sbx; i++)
+			if (!s->sbx[i].ended) {
+				blind += !strcmp(s->sbx[i].state, "blind");
+				lagging += !strcmp(s->sbx[i].state, "lagging");
+				healthy += !strcmp(s->sbx[i].state, "healthy");
+			}
+		mput(&m, "# TYPE sightline_events_received_total counter\nsightline_events_received_total %llu\n",
+		     (unsigned long long)s->events_received);
+		mput(&m, "# TYPE sightline_frames_received_total counter\nsightline_frames_received_total %llu\n",
+		     (unsigned long long)s->frames_received);
+		mput(&m, "# TYPE sightline_frames_rejected_total counter\n");
+		sl_store_each_reject(s->st, reject_cb, &m);
+		mput(&m, "# TYPE sightline_sandboxes gauge\nsightline_sandboxes{state=\"healthy\"} %u\n"
+			 "sightline_sandboxes{state=\"lagging\"} %u\nsightline_sandboxes{state=\"blind\"} %u\n",
+		     healthy, lagging, blind);
+		mput(&m, "# TYPE sightline_blind_seconds_total counter\nsightline_blind_seconds_total %.3f\n", s->blind_seconds);
+		struct hsum hs = {0};
+		struct sl_store_filter all = {0};
+		sl_store_each_health(s->st, &all, drop_cb, &hs);
+		mput(&m, "# TYPE sightline_sensor_dropped_total counter\nsightline_sensor_dropped_total %llu\n",
+		     (unsigned long long)hs.dropped);
+		mput(&m, "# TYPE sightline_ingest_latency_seconds histogram\n");
+		uint64_t cum = 0;
+		for (unsigned b = 0; b < 32; b++) {
+			cum += s->lat_bucket[b];
+			mput(&m, "sightline_ingest_latency_seconds_bucket{le=\"%.6f\"} %llu\n", (double)(1ULL << b) / 1e6,
+			     (unsigned long long)cum);
+		}
+		mput(&m, "sightline_ingest_latency_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)s->lat_count);
+		mput(&m, "sightline_ingest_latency_seconds_sum %.6f\nsightline_ingest_latency_seconds_count %llu\n",
+		     s->lat_sum_s, (unsigned long long)s->lat_count);
+		char head[256];
+		bool ok = !strncmp(req, "GET /metrics ", 13) || !strncmp(req, "GET /metrics\r", 13);
+		int hl = snprintf(head, sizeof(head),
+				  "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %zu\r\n"
+				  "Connection: close\r\n\r\n",
+				  ok ? "200 OK" : "404 Not Found", ok ? m.len : (size_t)0);
+		(void)!send(fd, head, (size_t)hl, MSG_NOSIGNAL);
+		if (ok)
+			(void)!send(fd, body, m.len, MSG_NOSIGNAL);
 		close(fd);
 	}
 }
@@ -640,6 +754,17 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 		chmod(cfg->admin + 5, 0600);
 		logf_(s, "operator socket %s", cfg->admin);
 	}
+	if (cfg->metrics) {
+		int mfd = strncmp(cfg->metrics, "tcp:", 4) == 0 ? listen_on(s, cfg->metrics) : -EINVAL;
+		if (mfd < 0) {
+			r = mfd;
+			logf_(s, "cannot serve metrics on %s (tcp:127.x.x.x:PORT only): %s", cfg->metrics, strerror(-r));
+			goto out;
+		}
+		struct epoll_event mev = {.events = EPOLLIN, .data.u64 = (uint64_t)mfd << 2 | 2};
+		epoll_ctl(s->ep, EPOLL_CTL_MOD, mfd, &mev);
+		logf_(s, "metrics on http://%s/metrics", cfg->metrics + 4);
+	}
 	sigset_t sigs;
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
@@ -668,6 +793,8 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 				on_accept(s, (int)(tag >> 2));
 			} else if ((tag & 3) == 3) {
 				on_admin(s, (int)(tag >> 2));
+			} else if ((tag & 3) == 2) {
+				on_metrics(s, (int)(tag >> 2));
 			} else {
 				on_readable(s, evs[i].data.ptr);
 			}

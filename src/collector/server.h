@@ -15,6 +15,8 @@ struct sl_collectd_cfg {
 	const char *db_path;
 	/* Operator socket (unix only, peer credentials checked): the dispatch gate. NULL: none. */
 	const char *admin;
+	/* Prometheus text on http://ADDR/metrics ("tcp:127.0.0.1:PORT", loopback only). NULL: none. */
+	const char *metrics;
 	uint8_t master[SL_FRAME_MASTER_LEN];
 	/* Longest silence (no frame, no heartbeat) before a running sandbox is "blind", per risk
 	 * class, in milliseconds. */

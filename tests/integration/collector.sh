@@ -22,7 +22,7 @@ collector_stop() { kill "$COLL_PID" 2>/dev/null || true; wait "$COLL_PID" 2>/dev
 
 test_stream_to_collector() {
 	need_root
-	collector_start
+	collector_start --metrics tcp:127.0.0.1:19464
 	trap 'collector_stop; rm -rf "$SL_TMP"' EXIT
 	mkdir -p "$SL_TMP/ws-root"
 	echo x >"$SL_TMP/ws-root/f"
@@ -35,6 +35,11 @@ test_stream_to_collector() {
 	cmp "$SL_TMP/stored" "$REC" || fail "collector's copy differs from the record ($(wc -l <"$SL_TMP/stored") vs $(wc -l <"$REC") lines)"
 	"$SL_BIN" verify "$SL_TMP/stored" >/dev/null || fail "collector's copy does not verify"
 	"$SL_BIN" status --db "$COLL_DB" | grep -q ' ended ' || fail "sandbox not ended in status: $("$SL_BIN" status --db "$COLL_DB")"
+	# Prometheus text on the loopback endpoint.
+	python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:19464/metrics').read().decode())" >"$SL_TMP/metrics"
+	grep -q "^sightline_events_received_total $(wc -l <"$REC")\$" "$SL_TMP/metrics" || fail "events counter: $(grep events_received "$SL_TMP/metrics")"
+	grep -q '^sightline_ingest_latency_seconds_count ' "$SL_TMP/metrics" || fail "no latency histogram"
+	grep -q '^sightline_sandboxes{state="blind"} 0$' "$SL_TMP/metrics" || fail "blind gauge"
 }
 
 test_collector_outage_resume() {
