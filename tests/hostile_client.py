@@ -19,9 +19,9 @@ Usage: hostile_client.py SOCKET SECRET STATE CASE
     out_of_order duplicate
                          one hostile case each (see the functions below)
 Prints one JSON object with what was observed ("frames": what the collector sent after the
-hostile bytes, "eof": whether it closed the connection, "violations": promises of the protocol it
-broke) and exits 0; exits 1 with a message when the collector misbehaved in a way no case allows
-(a valid session refused, a tag that does not verify, a hostile frame acknowledged as stored...).
+hostile bytes, "eof": whether it then closed the connection; the test judges these) and exits 0;
+exits 1 with a message when the collector misbehaved in a way no case allows (a valid session
+refused or acknowledged wrongly, a frame of the collector's that does not verify, a timeout...).
 """
 import hashlib
 import hmac

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -232,6 +234,103 @@ static bool path_under(const char *p, const char *root)
 	return !strncmp(p, root, n) && (p[n] == '\0' || p[n] == '/' || (n == 1 && root[0] == '/'));
 }
 
+static int append(struct sl_record *rec, const char *cls, struct sl_json *j)
+{
+	if (sl_json_error(j))
+		return sl_json_error(j);
+	int64_t r = sl_record_append(rec, cls, sl_now_realtime_ns(), j);
+	return r < 0 ? (int)r : 0;
+}
+
+/* ---- the control path ---- */
+
+static int control_listen(const char *path)
+{
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(un.sun_path))
+		return -ENAMETOOLONG;
+	snprintf(un.sun_path, sizeof(un.sun_path), "%s", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	mode_t old = umask(0177); /* 0600: the supervisor's uid (and root) only */
+	int r = bind(fd, (struct sockaddr *)&un, sizeof(un));
+	umask(old);
+	if (r < 0 || listen(fd, 8) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static void control_event(struct sl_record *rec, const char *action, const struct ucred *cr, const char *why)
+{
+	struct sl_json j;
+	sl_json_init(&j);
+	sl_json_str(&j, "action", action, 0);
+	sl_json_str(&j, "by", "control socket", 0);
+	sl_json_int(&j, "peer_uid", cr->uid);
+	sl_json_int(&j, "peer_pid", cr->pid);
+	if (why && *why)
+		sl_json_str(&j, "reason", why, 256);
+	sl_json_obj_open(&j, "ocsf");
+	sl_json_int(&j, "class_uid", 1007);
+	sl_json_int(&j, "activity_id", !strcmp(action, "stop") ? 2 : 99);
+	sl_json_obj_close(&j);
+	append(rec, "control.action", &j);
+	sl_json_free(&j);
+}
+
+/* One command per connection: "stop [reason]", "freeze", "thaw", "revoke [reason]". Only root or
+ * this supervisor's own uid (SO_PEERCRED). Every accepted action is an event before it happens.
+ * Returns the lifecycle reason when the sandbox was stopped. */
+static const char *control(int lfd, struct sl_sandbox *sb, struct sl_record *rec)
+{
+	const char *stopped = NULL;
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			return stopped;
+		struct ucred cr;
+		socklen_t cl = sizeof(cr);
+		char req[300] = "";
+		const char *resp = "ok\n";
+		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || (cr.uid != 0 && cr.uid != geteuid())) {
+			resp = "denied\n";
+		} else {
+			ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
+			req[n > 0 ? n : 0] = '\0';
+			char *nl = strchr(req, '\n');
+			if (nl)
+				*nl = '\0';
+			char *arg = strchr(req, ' ');
+			if (arg)
+				*arg++ = '\0';
+			if (!strcmp(req, "stop")) {
+				control_event(rec, "stop", &cr, arg);
+				/* Freeze first: nothing runs between the decision and the kill. */
+				sl_sandbox_freeze(sb, true);
+				sl_sandbox_kill(sb);
+				stopped = "killed: control path (stop)";
+			} else if (!strcmp(req, "freeze") || !strcmp(req, "thaw")) {
+				control_event(rec, req, &cr, arg);
+				if (sl_sandbox_freeze(sb, !strcmp(req, "freeze")) < 0)
+					resp = "error: no cgroup v2 here (freeze is a named gap)\n";
+			} else if (!strcmp(req, "revoke")) {
+				control_event(rec, "revoke", &cr, arg);
+			} else {
+				resp = "error: stop|freeze|thaw|revoke\n";
+			}
+		}
+		(void)!send(fd, resp, strlen(resp), MSG_NOSIGNAL);
+		close(fd);
+	}
+}
+
 /* The collector's 32-byte master secret (written by `sightline collectd`). */
 static int read_secret(const char *path, uint8_t out[SL_FRAME_MASTER_LEN])
 {
@@ -330,13 +429,6 @@ static void begin_body(struct sl_json *j, const struct run_opts *o, const struct
 	sl_json_obj_close(j);
 }
 
-static int append(struct sl_record *rec, const char *cls, struct sl_json *j)
-{
-	if (sl_json_error(j))
-		return sl_json_error(j);
-	int64_t r = sl_record_append(rec, cls, sl_now_realtime_ns(), j);
-	return r < 0 ? (int)r : 0;
-}
 
 int sl_cmd_run(int argc, char **argv)
 {
@@ -541,6 +633,13 @@ int sl_cmd_run(int argc, char **argv)
 		sl_json_free(&j);
 		goto out;
 	}
+	/* The control path: a socket beside the record (out of the sandbox's view), answered by this
+	 * supervisor, which the workload can neither see nor refuse. */
+	char ctl_path[PATH_MAX + 48];
+	snprintf(ctl_path, sizeof(ctl_path), "%.*s/%s.ctl", PATH_MAX - 1, recdir, sandbox_id);
+	int ctl_fd = control_listen(ctl_path);
+	if (ctl_fd < 0)
+		fprintf(stderr, "sightline run: no control socket at %s: %s\n", ctl_path, strerror(-ctl_fd));
 	if (o.collector) {
 		/* This sandbox's key, derived from the collector's secret; the secret is wiped at once
 		 * and the key lives only in this process, never in the sandbox. */
@@ -551,7 +650,7 @@ int sl_cmd_run(int argc, char **argv)
 					     .sandbox_id = sandbox_id,
 					     .id = o.id,
 					     .risk_class = o.risk_class,
-					     .control = "none"};
+					     .control = ctl_fd >= 0 ? ctl_path : "none"};
 		if (kr == 0)
 			kr = sl_frame_derive_key(master, sandbox_id, ec.key);
 		explicit_bzero(master, sizeof(master));
@@ -580,7 +679,9 @@ int sl_cmd_run(int argc, char **argv)
 	const char *reason = "exited";
 	int64_t deadline = pol.limits.wall_seconds ? sb.start_mono_ns + (int64_t)pol.limits.wall_seconds * 1000000000LL : 0;
 	for (;;) {
-		struct pollfd pf[2] = {{.fd = sb.pidfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		struct pollfd pf[3] = {{.fd = sb.pidfd, .events = POLLIN},
+				       {.fd = sfd, .events = POLLIN},
+				       {.fd = ctl_fd, .events = POLLIN}};
 		int timeout = -1;
 		if (deadline) {
 			int64_t left = (deadline - sl_now_monotonic_ns()) / 1000000;
@@ -588,7 +689,7 @@ int sl_cmd_run(int argc, char **argv)
 		}
 		if (watchdog_ms && (timeout < 0 || timeout > 100))
 			timeout = 100;
-		int pr = poll(pf, 2, timeout);
+		int pr = poll(pf, ctl_fd >= 0 ? 3 : 2, timeout);
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pf[0].revents)
@@ -629,6 +730,11 @@ int sl_cmd_run(int argc, char **argv)
 			deadline = 0;
 			continue;
 		}
+		if (ctl_fd >= 0 && pf[2].revents) {
+			const char *r2 = control(ctl_fd, &sb, rec);
+			if (r2)
+				reason = r2;
+		}
 		if (pf[1].revents) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
@@ -639,6 +745,10 @@ int sl_cmd_run(int argc, char **argv)
 	}
 	if (sfd >= 0)
 		close(sfd);
+	if (ctl_fd >= 0) {
+		close(ctl_fd);
+		unlink(ctl_path);
+	}
 	sl_timing("workload exited");
 	int wstatus = 0;
 	struct rusage ru;

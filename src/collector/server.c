@@ -37,6 +37,7 @@ struct sandbox {
 	int64_t last_frame_ns;	 /* any authenticated frame */
 	int64_t backlog_since_ns; /* heartbeat said backlog > 0 since */
 	char state[8];
+	char control[257]; /* the supervisor's control socket ("none" if it has none) */
 	int64_t alert_id; /* open blind/lagging alert, or 0 */
 	bool ended, connected;
 };
@@ -281,6 +282,7 @@ static int on_hello(struct server *s, struct conn *c, size_t *used)
 		return -1;
 	}
 	snprintf(sb->risk, sizeof(sb->risk), "%s", h.risk_class);
+	snprintf(sb->control, sizeof(sb->control), "%s", h.control);
 	sb->connected = true;
 	sb->last_frame_ns = sl_now_realtime_ns();
 	c->sb = sb;
@@ -297,15 +299,18 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 	size_t len, n = 0;
 	static struct sl_line_info info[1]; /* reused: fields are copied into the batch as views */
 	bool ended = false;
+	const char *bad = NULL;
 	while (sl_frame_events_next(&it, &line, &len)) {
 		const char *why;
 		if (sl_line_check(s->chk, (const char *)line, len, info, &why) < 0) {
 			reject(s, "bad_line");
+			bad = "a line does not check out";
 			break;
 		}
 		if (strcmp(info->sandbox_id, c->sb->id) != 0) {
 			/* Authenticated by this sandbox's key, but naming another: never stored. */
 			reject(s, "other_sandbox");
+			bad = "a line names another sandbox";
 			break;
 		}
 		/* Views into the frame: the line holds the class, prev_hash and hash at known places. */
@@ -332,7 +337,7 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 		sl_store_last(s->st, c->sb->id, &last, NULL);
 	if (r == -EPROTO) {
 		reject(s, "out_of_order");
-		send_error(s, c, SL_FRAME_ERR_PROTOCOL, sl_store_errmsg(s->st));
+		bad = sl_store_errmsg(s->st);
 	} else if (r < 0) {
 		reject(s, "store_error");
 		logf_(s, "store: %s", sl_store_errmsg(s->st));
@@ -357,11 +362,19 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 			s->lat_sum_s += (double)(now_ns - s->batch[i].time_ns) / 1e9;
 		}
 	}
-	if (ended && r == 0) {
+	if (ended && r == 0 && !bad) {
 		c->sb->ended = true;
 		sl_store_end(s->st, c->sb->id, sl_now_realtime_ns());
 	}
-	return send_ack(s, c, last) < 0 ? -1 : 0;
+	if (send_ack(s, c, last) < 0)
+		return -1;
+	if (bad) {
+		/* What came before the bad line is stored and acknowledged; then ERROR and close, as
+		 * docs/protocol.md promises: the sender reconnects and resumes after the ACK. */
+		send_error(s, c, SL_FRAME_ERR_PROTOCOL, bad);
+		return -1;
+	}
+	return 0;
 }
 
 static int load_cb(void *arg, const struct sl_store_health *h)
@@ -373,6 +386,7 @@ static int load_cb(void *arg, const struct sl_store_health *h)
 	if (!b)
 		return 0;
 	snprintf(b->risk, sizeof(b->risk), "%s", h->binding.risk_class ? h->binding.risk_class : "medium");
+	snprintf(b->control, sizeof(b->control), "%s", h->binding.control ? h->binding.control : "none");
 	int64_t last = h->last_frame_ns > h->last_heartbeat_ns ? h->last_frame_ns : h->last_heartbeat_ns;
 	b->last_frame_ns = last ? last : h->binding.started_ns;
 	snprintf(b->state, sizeof(b->state), "%s", h->state);
@@ -474,6 +488,35 @@ static unsigned max_blind(const struct server *s, const char *risk)
 	return s->cfg->max_blind_ms_medium;
 }
 
+/* The control path: ask the sandbox's supervisor to stop it. Only a socket named for that very
+ * sandbox (".../<sandbox_id>.ctl") is ever dialled, whatever a HELLO claimed. */
+static int control_stop(struct server *s, struct sandbox *b, const char *why)
+{
+	size_t n = strlen(b->control), idl = strlen(b->id);
+	if (n < idl + 5 || b->control[0] != '/' || strcmp(b->control + n - 4, ".ctl") != 0 ||
+	    strncmp(b->control + n - 4 - idl, b->id, idl) != 0 || b->control[n - 5 - idl] != '/')
+		return -EINVAL;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	snprintf(un.sun_path, sizeof(un.sun_path), "%s", b->control);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
+		int r = -errno;
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	char msg[256], resp[64] = "";
+	int ml = snprintf(msg, sizeof(msg), "stop %s\n", why);
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 500000};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ssize_t got = -1;
+	if (send(fd, msg, (size_t)ml, MSG_NOSIGNAL) == ml)
+		got = recv(fd, resp, sizeof(resp) - 1, 0);
+	close(fd);
+	(void)s;
+	return got > 0 && !strncmp(resp, "ok", 2) ? 0 : -EPROTO;
+}
+
 /* Liveness, every tick: a running sandbox silent past its risk class's limit is blind (an alert
  * with its start time, closed with its end time when evidence flows again); delivery behind by
  * more than max_delay is lagging. */
@@ -509,6 +552,13 @@ static void tick(struct server *s)
 			b->alert_id = sl_store_alert_open(s->st, b->id, want, !strcmp(b->risk, "high") ? "critical" : "warning",
 							  start, detail);
 			logf_(s, "sandbox %s: %s (%s)", b->id, want, detail);
+			if (!strcmp(want, "blind") && !strcmp(b->risk, "high")) {
+				/* High risk and blind: stop it through its supervisor's control path. */
+				int cr = control_stop(s, b, "collector: high-risk sandbox blind past its limit");
+				sl_store_alert_open(s->st, b->id, cr == 0 ? "stopped" : "stop-failed", "critical", now,
+						    cr == 0 ? "stopped through the control path" : strerror(-cr));
+				logf_(s, "sandbox %s: stop through %s: %s", b->id, b->control, cr == 0 ? "done" : strerror(-cr));
+			}
 		}
 	}
 }

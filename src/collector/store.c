@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,10 +19,11 @@
 /* PRAGMA application_id: "SLCS" (sightline collector store). */
 #define APPLICATION_ID 0x534c4353
 /* Tuning (measured in tests/unit/test_store.c; see docs/collector-schema.md). */
-#define BUSY_TIMEOUT_MS	   5000
-#define CACHE_KIB	   32768 /* page cache of the connection */
-#define AUTOCHECKPOINT_PGS 4000	 /* checkpoint when the WAL passes ~16 MB (4 KiB pages) */
-#define WAL_SIZE_LIMIT	   (64 << 20)
+#define BUSY_TIMEOUT_MS	 5000
+#define CACHE_KIB	 32768 /* page cache of the connection */
+#define CHECKPOINT_PAGES 1000  /* wake the checkpointer when the WAL holds this many pages */
+#define CHECKPOINT_FORCE 65536 /* the writer checkpoints itself (RESTART) past this (256 MiB) */
+#define WAL_SIZE_LIMIT	 (64 << 20)
 
 static const char schema_sql[] =
     "CREATE TABLE bindings("
@@ -68,7 +70,8 @@ static const char schema_sql[] =
     "CREATE INDEX alerts_started ON alerts(started_ns);"
     "CREATE UNIQUE INDEX alerts_open ON alerts(sandbox_id, kind) WHERE ended_ns IS NULL;"
     "CREATE TABLE rejects(reason TEXT PRIMARY KEY NOT NULL, count INTEGER NOT NULL);"
-    "CREATE TABLE revoked(credential_ref TEXT PRIMARY KEY NOT NULL, revoked_ns INTEGER NOT NULL, reason TEXT);"
+    "CREATE TABLE revoked(credential_ref TEXT PRIMARY KEY NOT NULL, revoked_ns INTEGER NOT NULL, reason "
+    "TEXT);"
     "CREATE TABLE acceptances("
     " id INTEGER PRIMARY KEY,"
     " contract TEXT NOT NULL, runtime TEXT, runtime_version TEXT, sensor_version TEXT,"
@@ -117,22 +120,26 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_EV_INSERT] = "INSERT INTO events(sandbox_id, seq, time_ns, class, received_ns, line)"
 		     " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
     [ST_EV_LINE] = "SELECT line FROM events WHERE sandbox_id = ?1 AND seq = ?2",
-    [ST_HEAD_SET] = "UPDATE health SET last_seq = ?2, last_hash = ?3, last_frame_ns = ?4 WHERE sandbox_id = ?1",
+    [ST_HEAD_SET] =
+	"UPDATE health SET last_seq = ?2, last_hash = ?3, last_frame_ns = ?4 WHERE sandbox_id = ?1",
     [ST_BIND_INSERT] = "INSERT INTO bindings(" BIND_COLS ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
 		       "?11, ?12, ?13) ON CONFLICT(sandbox_id) DO NOTHING",
-    [ST_BIND_SAME] = "SELECT tenant IS ?2 AND agent IS ?3 AND task IS ?4 AND version IS ?5 AND credential_ref IS ?6"
-		     " AND risk_class IS ?7 AND runtime IS ?8 AND runtime_version IS ?9 AND sensor_version IS ?10"
-		     " AND control IS ?11 AND key_fingerprint IS ?12 AND started_ns IS ?13"
-		     " FROM bindings WHERE sandbox_id = ?1",
+    [ST_BIND_SAME] =
+	"SELECT tenant IS ?2 AND agent IS ?3 AND task IS ?4 AND version IS ?5 AND credential_ref IS ?6"
+	" AND risk_class IS ?7 AND runtime IS ?8 AND runtime_version IS ?9 AND sensor_version IS ?10"
+	" AND control IS ?11 AND key_fingerprint IS ?12 AND started_ns IS ?13"
+	" FROM bindings WHERE sandbox_id = ?1",
     [ST_HEALTH_INSERT] = "INSERT INTO health(sandbox_id, state, state_since_ns, last_seq, last_hash)"
 			 " VALUES(?1, 'healthy', ?2, 0, '" ZERO_HASH "')",
     [ST_BOUND] = "SELECT 1 FROM bindings WHERE sandbox_id = ?1",
     [ST_END_BIND] = "UPDATE bindings SET ended_ns = ?2 WHERE sandbox_id = ?1 AND ended_ns IS NULL",
-    [ST_STATE_SET] = "UPDATE health SET state = ?2, state_since_ns = ?3 WHERE sandbox_id = ?1 AND state IS NOT ?2",
+    [ST_STATE_SET] =
+	"UPDATE health SET state = ?2, state_since_ns = ?3 WHERE sandbox_id = ?1 AND state IS NOT ?2",
     [ST_HEARTBEAT] = "UPDATE health SET last_heartbeat_ns = ?2, emitted = ?3, recorded = ?4, exported = ?5,"
 		     " acked = ?6, dropped = ?7, backlog = ?8 WHERE sandbox_id = ?1",
     [ST_ALERT_FIND] = "SELECT id FROM alerts WHERE sandbox_id IS ?1 AND kind = ?2 AND ended_ns IS NULL",
-    [ST_ALERT_INSERT] = "INSERT INTO alerts(sandbox_id, kind, severity, started_ns, detail) VALUES(?1, ?2, ?3, ?4, ?5)",
+    [ST_ALERT_INSERT] =
+	"INSERT INTO alerts(sandbox_id, kind, severity, started_ns, detail) VALUES(?1, ?2, ?3, ?4, ?5)",
     [ST_ALERT_CLOSE] = "UPDATE alerts SET ended_ns = ?2 WHERE id = ?1 AND ended_ns IS NULL",
     [ST_ALERT_EXISTS] = "SELECT 1 FROM alerts WHERE id = ?1",
     [ST_REJECT] = "INSERT INTO rejects(reason, count) VALUES(?1, 1)"
@@ -140,14 +147,21 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_REVOKE] = "INSERT INTO revoked(credential_ref, revoked_ns, reason) VALUES(?1, ?2, ?3)"
 		  " ON CONFLICT(credential_ref) DO NOTHING",
     [ST_IS_REVOKED] = "SELECT 1 FROM revoked WHERE credential_ref = ?1",
-    [ST_ACCEPT_INSERT] = "INSERT INTO acceptances(contract, runtime, runtime_version, sensor_version, passed, at_ns,"
-			 " report) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [ST_ACCEPT_INSERT] =
+	"INSERT INTO acceptances(contract, runtime, runtime_version, sensor_version, passed, at_ns,"
+	" report) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 };
 
 struct sl_store {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_COUNT];
 	int64_t default_max_pages;
+	char *path;
+	/* The background checkpointer (see ckpt_main). */
+	pthread_mutex_t ckpt_mu;
+	pthread_cond_t ckpt_cv;
+	pthread_t ckpt_thread;
+	bool ckpt_started, ckpt_failed, ckpt_want, ckpt_stop;
 	char err[512];
 };
 
@@ -213,7 +227,8 @@ const char *sl_store_errmsg(const struct sl_store *s)
 static int stmt(struct sl_store *s, enum stmt_id id, sqlite3_stmt **out)
 {
 	if (!s->st[id]) {
-		int rc = sqlite3_prepare_v3(s->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s->st[id], NULL);
+		int rc =
+		    sqlite3_prepare_v3(s->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s->st[id], NULL);
 		if (rc != SQLITE_OK) {
 			*out = NULL;
 			return fail(s, rc);
@@ -334,7 +349,8 @@ static int pragma_wal(struct sl_store *s)
 		const char *mode = (const char *)sqlite3_column_text(st, 0);
 		r = mode && strcmp(mode, "wal") == 0
 			? 0
-			: failf(s, -EIO, "journal_mode=WAL is not available here (journal mode %s)", mode ? mode : "?");
+			: failf(s, -EIO, "journal_mode=WAL is not available here (journal mode %s)",
+				mode ? mode : "?");
 	} else {
 		r = fail(s, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
 	}
@@ -358,14 +374,17 @@ static int ensure_schema(struct sl_store *s)
 		    (r = query_int(s, "SELECT count(*) FROM sqlite_schema", &tables)) < 0)
 			goto rollback;
 		if (ver == 0 && tables > 0) {
-			r = failf(s, -EPROTO, "not a sightline collector store: it has %" PRId64 " tables and no schema version",
+			r = failf(s, -EPROTO,
+				  "not a sightline collector store: it has %" PRId64
+				  " tables and no schema version",
 				  tables);
 			goto rollback;
 		}
 		if (ver == 0) {
 			char pragmas[128];
-			snprintf(pragmas, sizeof(pragmas), "PRAGMA user_version=%d; PRAGMA application_id=%d;",
-				 SL_STORE_SCHEMA_VERSION, APPLICATION_ID);
+			snprintf(pragmas, sizeof(pragmas),
+				 "PRAGMA user_version=%d; PRAGMA application_id=%d;", SL_STORE_SCHEMA_VERSION,
+				 APPLICATION_ID);
 			if ((r = exec_sql(s, schema_sql)) < 0 || (r = exec_sql(s, pragmas)) < 0)
 				goto rollback;
 			ver = SL_STORE_SCHEMA_VERSION;
@@ -374,18 +393,100 @@ static int ensure_schema(struct sl_store *s)
 			return r;
 	}
 	if (ver > SL_STORE_SCHEMA_VERSION)
-		return failf(s, -EPROTO, "the store's schema version %" PRId64 " is newer than this build's (%d)", ver,
+		return failf(s, -EPROTO,
+			     "the store's schema version %" PRId64 " is newer than this build's (%d)", ver,
 			     SL_STORE_SCHEMA_VERSION);
 	if ((r = query_int(s, "PRAGMA application_id", &app)) < 0)
 		return r;
 	if (ver < 0 || app != APPLICATION_ID)
 		return failf(s, -EPROTO,
-			     "not a sightline collector store (application_id %" PRId64 ", user_version %" PRId64 ")",
+			     "not a sightline collector store (application_id %" PRId64
+			     ", user_version %" PRId64 ")",
 			     app, ver);
 	return 0;
 rollback:
 	tx_rollback(s);
 	return r;
+}
+
+/* ---- checkpoints ----
+ *
+ * SQLite's automatic checkpoint runs inside the COMMIT that crosses the threshold: it copies the
+ * WAL into the database and fsyncs both, and the writer waits for the disk. Here the commit only
+ * wakes a checkpointer thread (its own connection, started on first need), which runs PASSIVE
+ * checkpoints while the writer goes on appending to the WAL. If the WAL still grows past
+ * CHECKPOINT_FORCE pages (the checkpointer cannot keep up, or a reader pins the WAL), or the thread
+ * could not be started, the writer checkpoints itself, as SQLite would. A failed checkpoint loses
+ * nothing: the pages stay in the WAL and the next checkpoint copies them. */
+
+static void *ckpt_main(void *arg)
+{
+	struct sl_store *s = arg;
+	sqlite3 *db = NULL;
+	bool ok =
+	    sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK &&
+	    sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS) == SQLITE_OK &&
+	    sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) == SQLITE_OK;
+	pthread_mutex_lock(&s->ckpt_mu);
+	if (!ok)
+		s->ckpt_failed = true; /* the writer checkpoints itself from now on */
+	while (ok) {
+		while (!s->ckpt_want && !s->ckpt_stop)
+			pthread_cond_wait(&s->ckpt_cv, &s->ckpt_mu);
+		if (s->ckpt_stop)
+			break;
+		s->ckpt_want = false;
+		pthread_mutex_unlock(&s->ckpt_mu);
+		sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		pthread_mutex_lock(&s->ckpt_mu);
+	}
+	pthread_mutex_unlock(&s->ckpt_mu);
+	sqlite3_close(db);
+	return NULL;
+}
+
+/* sqlite3_wal_hook: after every commit of this connection, with the WAL's size in pages. */
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	struct sl_store *s = arg;
+	if (pages < CHECKPOINT_PAGES)
+		return SQLITE_OK;
+	bool inline_ckpt = pages >= CHECKPOINT_FORCE;
+	pthread_mutex_lock(&s->ckpt_mu);
+	if (!s->ckpt_started && !s->ckpt_failed) {
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
+		if (pthread_create(&s->ckpt_thread, NULL, ckpt_main, s) == 0)
+			s->ckpt_started = true;
+		else
+			s->ckpt_failed = true;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	if (s->ckpt_failed)
+		inline_ckpt = true;
+	else
+		s->ckpt_want = true;
+	pthread_cond_signal(&s->ckpt_cv);
+	pthread_mutex_unlock(&s->ckpt_mu);
+	if (inline_ckpt) /* the commit happened; a failed checkpoint is retried on a later commit */
+		sqlite3_wal_checkpoint_v2(db, name,
+					  pages >= CHECKPOINT_FORCE ? SQLITE_CHECKPOINT_RESTART
+								    : SQLITE_CHECKPOINT_PASSIVE,
+					  NULL, NULL);
+	return SQLITE_OK;
+}
+
+static void ckpt_stop(struct sl_store *s)
+{
+	pthread_mutex_lock(&s->ckpt_mu);
+	bool started = s->ckpt_started;
+	s->ckpt_stop = true;
+	pthread_cond_signal(&s->ckpt_cv);
+	pthread_mutex_unlock(&s->ckpt_mu);
+	if (started)
+		pthread_join(s->ckpt_thread, NULL);
+	s->ckpt_started = false;
 }
 
 /* Process-wide, once, before SQLite initializes: no memory statistics. With them (the default of
@@ -402,8 +503,9 @@ int sl_store_open(const char *path, struct sl_store **out)
 	*out = NULL;
 	pthread_once(&sqlite_once, sqlite_setup);
 	open_err[0] = '\0';
-	if (!path || !*path) {
-		snprintf(open_err, sizeof(open_err), "no database path");
+	if (!path || !*path || path[0] == ':' || strncmp(path, "file:", 5) == 0) {
+		snprintf(open_err, sizeof(open_err), "the store needs a file system path (not %s)",
+			 path ? path : "NULL");
 		return -EINVAL;
 	}
 	/* The store holds evidence and key fingerprints: create it 0600 (the -wal and -shm files take the
@@ -418,14 +520,17 @@ int sl_store_open(const char *path, struct sl_store **out)
 	}
 
 	struct sl_store *s = calloc(1, sizeof(*s));
-	if (!s) {
+	if (!s || !(s->path = strdup(path))) {
+		free(s);
 		snprintf(open_err, sizeof(open_err), "out of memory");
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&s->ckpt_mu, NULL);
+	pthread_cond_init(&s->ckpt_cv, NULL);
 	int r;
-	int rc = sqlite3_open_v2(path, &s->db,
-				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
-				 NULL);
+	int rc = sqlite3_open_v2(
+	    path, &s->db,
+	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL);
 	if (rc != SQLITE_OK) {
 		r = s->db ? fail(s, rc) : failf(s, -ENOMEM, "out of memory");
 		goto fail;
@@ -438,11 +543,12 @@ int sl_store_open(const char *path, struct sl_store **out)
 	char tune[256];
 	snprintf(tune, sizeof(tune),
 		 "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-%d;"
-		 " PRAGMA wal_autocheckpoint=%d; PRAGMA journal_size_limit=%d;",
-		 CACHE_KIB, AUTOCHECKPOINT_PGS, WAL_SIZE_LIMIT);
+		 " PRAGMA journal_size_limit=%d;",
+		 CACHE_KIB, WAL_SIZE_LIMIT);
 	if ((r = pragma_wal(s)) < 0 || (r = exec_sql(s, tune)) < 0 || (r = ensure_schema(s)) < 0 ||
 	    (r = query_int(s, "PRAGMA max_page_count", &s->default_max_pages)) < 0)
 		goto fail;
+	sqlite3_wal_hook(s->db, wal_hook, s); /* replaces wal_autocheckpoint */
 	s->err[0] = '\0';
 	*out = s;
 	return 0;
@@ -457,9 +563,13 @@ void sl_store_close(struct sl_store *s)
 {
 	if (!s)
 		return;
+	ckpt_stop(s);
 	for (size_t i = 0; i < ST_COUNT; i++)
 		sqlite3_finalize(s->st[i]);
-	sqlite3_close(s->db);
+	sqlite3_close(s->db); /* the last connection checkpoints and removes the WAL */
+	pthread_cond_destroy(&s->ckpt_cv);
+	pthread_mutex_destroy(&s->ckpt_mu);
+	free(s->path);
 	free(s);
 }
 
@@ -488,9 +598,10 @@ static int bind_binding(sqlite3_stmt *st, const struct sl_store_binding *b)
 {
 	return bind_str(st, 1, b->sandbox_id) | bind_str(st, 2, b->tenant) | bind_str(st, 3, b->agent) |
 	       bind_str(st, 4, b->task) | bind_str(st, 5, b->version) | bind_str(st, 6, b->credential_ref) |
-	       bind_str(st, 7, b->risk_class) | bind_str(st, 8, b->runtime) | bind_str(st, 9, b->runtime_version) |
-	       bind_str(st, 10, b->sensor_version) | bind_str(st, 11, b->control) |
-	       bind_str(st, 12, b->key_fingerprint) | sqlite3_bind_int64(st, 13, b->started_ns);
+	       bind_str(st, 7, b->risk_class) | bind_str(st, 8, b->runtime) |
+	       bind_str(st, 9, b->runtime_version) | bind_str(st, 10, b->sensor_version) |
+	       bind_str(st, 11, b->control) | bind_str(st, 12, b->key_fingerprint) |
+	       sqlite3_bind_int64(st, 13, b->started_ns);
 }
 
 int sl_store_bind(struct sl_store *s, const struct sl_store_binding *b)
@@ -551,7 +662,8 @@ int sl_store_end(struct sl_store *s, const char *sandbox_id, int64_t ended_ns)
 		return failf(s, -EINVAL, "sl_store_end needs a sandbox_id and ended_ns > 0");
 	sqlite3_stmt *end, *state;
 	int r;
-	if ((r = stmt(s, ST_END_BIND, &end)) < 0 || (r = stmt(s, ST_STATE_SET, &state)) < 0 || (r = tx_begin(s)) < 0)
+	if ((r = stmt(s, ST_END_BIND, &end)) < 0 || (r = stmt(s, ST_STATE_SET, &state)) < 0 ||
+	    (r = tx_begin(s)) < 0)
 		return r;
 	if ((r = is_bound(s, sandbox_id)) <= 0) {
 		if (r == 0)
@@ -564,7 +676,8 @@ int sl_store_end(struct sl_store *s, const char *sandbox_id, int64_t ended_ns)
 	}
 	if ((r = run(s, end)) < 0)
 		goto rollback;
-	if (bind_str(state, 1, sandbox_id) | bind_str(state, 2, "ended") | sqlite3_bind_int64(state, 3, ended_ns)) {
+	if (bind_str(state, 1, sandbox_id) | bind_str(state, 2, "ended") |
+	    sqlite3_bind_int64(state, 3, ended_ns)) {
 		r = bind_failed(s, state);
 		goto rollback;
 	}
@@ -580,7 +693,8 @@ rollback:
 
 /* The head of a sandbox, inside or outside a transaction. Returns 1 (found), 0 (no health row) or
  * -errno. hash gets 64 characters + NUL. */
-static int read_head(struct sl_store *s, const char *sandbox_id, uint64_t *seq, char hash[SL_STORE_HASH_LEN + 1])
+static int read_head(struct sl_store *s, const char *sandbox_id, uint64_t *seq,
+		     char hash[SL_STORE_HASH_LEN + 1])
 {
 	sqlite3_stmt *st;
 	int r = stmt(s, ST_HEAD, &st);
@@ -646,8 +760,8 @@ static int check_resend(struct sl_store *s, const char *sandbox_id, const struct
 		size_t n = (size_t)sqlite3_column_bytes(st, 0);
 		r = n == len && (len == 0 || memcmp(stored, e->line, len) == 0)
 			? 0
-			: failf(s, -EPROTO, "sandbox %s: seq %" PRIu64 " resent with different content", sandbox_id,
-				e->seq);
+			: failf(s, -EPROTO, "sandbox %s: seq %" PRIu64 " resent with different content",
+				sandbox_id, e->seq);
 	} else if (rc == SQLITE_DONE) {
 		r = failf(s, -EBADMSG, "sandbox %s: seq %" PRIu64 " is below the stored head but not stored",
 			  sandbox_id, e->seq);
@@ -658,8 +772,8 @@ static int check_resend(struct sl_store *s, const char *sandbox_id, const struct
 	return r;
 }
 
-int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const struct sl_store_event *ev, size_t n,
-			   int64_t received_ns, uint64_t *last_seq, size_t *dups)
+int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const struct sl_store_event *ev,
+			   size_t n, int64_t received_ns, uint64_t *last_seq, size_t *dups)
 {
 	uint64_t head = 0, last;
 	char head_hash[SL_STORE_HASH_LEN + 1];
@@ -670,13 +784,14 @@ int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const str
 		*dups = 0;
 	if (last_seq)
 		*last_seq = 0;
-	if (!sandbox_id || (n > 0 && !ev))
-		return failf(s, -EINVAL, "no sandbox_id or no events");
+	if (!sandbox_id || (n > 0 && !ev) || received_ns <= 0)
+		return failf(s, -EINVAL, "no sandbox_id, no events or received_ns <= 0");
 	for (size_t i = 0; i < n; i++) {
 		const struct sl_store_event *e = &ev[i];
 		if (!e->class_name || !e->prev_hash || !e->hash || !e->line || e->seq == 0 ||
 		    e->seq > (uint64_t)INT64_MAX || e->line_len > INT_MAX || e->class_len > INT_MAX) {
-			r = failf(s, -EINVAL, "sandbox %s: event %zu of the batch is malformed", sandbox_id, i);
+			r = failf(s, -EINVAL, "sandbox %s: event %zu of the batch is malformed", sandbox_id,
+				  i);
 			if (last_seq && read_head(s, sandbox_id, &head, head_hash) >= 0)
 				*last_seq = head;
 			return r;
@@ -684,7 +799,8 @@ int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const str
 	}
 
 	sqlite3_stmt *ins, *set;
-	if ((r = stmt(s, ST_EV_INSERT, &ins)) < 0 || (r = stmt(s, ST_HEAD_SET, &set)) < 0 || (r = tx_begin(s)) < 0)
+	if ((r = stmt(s, ST_EV_INSERT, &ins)) < 0 || (r = stmt(s, ST_HEAD_SET, &set)) < 0 ||
+	    (r = tx_begin(s)) < 0)
 		goto out_head;
 	if ((r = read_head(s, sandbox_id, &head, head_hash)) <= 0) {
 		if (r == 0)
@@ -712,12 +828,14 @@ int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const str
 			continue;
 		}
 		if (e->seq != last + 1) {
-			proto = failf(s, -EPROTO, "sandbox %s: seq %" PRIu64 " after %" PRIu64 ": a hole", sandbox_id,
-				      e->seq, last);
+			proto = failf(s, -EPROTO, "sandbox %s: seq %" PRIu64 " after %" PRIu64 ": a hole",
+				      sandbox_id, e->seq, last);
 			break;
 		}
 		if (memcmp(e->prev_hash, last_hash, SL_STORE_HASH_LEN) != 0) {
-			proto = failf(s, -EPROTO, "sandbox %s: seq %" PRIu64 ": prev_hash does not match the hash of seq %" PRIu64,
+			proto = failf(s, -EPROTO,
+				      "sandbox %s: seq %" PRIu64
+				      ": prev_hash does not match the hash of seq %" PRIu64,
 				      sandbox_id, e->seq, last);
 			break;
 		}
@@ -777,18 +895,22 @@ static int64_t clamp_u64(uint64_t v)
 	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
-int sl_store_heartbeat(struct sl_store *s, const char *sandbox_id, const struct sl_store_counters *c, int64_t now_ns)
+int sl_store_heartbeat(struct sl_store *s, const char *sandbox_id, const struct sl_store_counters *c,
+		       int64_t now_ns)
 {
-	if (!sandbox_id || !c)
-		return failf(s, -EINVAL, "no sandbox_id or counters");
+	if (!sandbox_id || !c || now_ns <= 0)
+		return failf(s, -EINVAL, "no sandbox_id, no counters or now_ns <= 0");
 	sqlite3_stmt *st;
 	int r = stmt(s, ST_HEARTBEAT, &st);
 	if (r < 0)
 		return r;
 	if (bind_str(st, 1, sandbox_id) | sqlite3_bind_int64(st, 2, now_ns) |
-	    sqlite3_bind_int64(st, 3, clamp_u64(c->emitted)) | sqlite3_bind_int64(st, 4, clamp_u64(c->recorded)) |
-	    sqlite3_bind_int64(st, 5, clamp_u64(c->exported)) | sqlite3_bind_int64(st, 6, clamp_u64(c->acked)) |
-	    sqlite3_bind_int64(st, 7, clamp_u64(c->dropped)) | sqlite3_bind_int64(st, 8, clamp_u64(c->backlog)))
+	    sqlite3_bind_int64(st, 3, clamp_u64(c->emitted)) |
+	    sqlite3_bind_int64(st, 4, clamp_u64(c->recorded)) |
+	    sqlite3_bind_int64(st, 5, clamp_u64(c->exported)) |
+	    sqlite3_bind_int64(st, 6, clamp_u64(c->acked)) |
+	    sqlite3_bind_int64(st, 7, clamp_u64(c->dropped)) |
+	    sqlite3_bind_int64(st, 8, clamp_u64(c->backlog)))
 		return bind_failed(s, st);
 	if ((r = run(s, st)) < 0)
 		return r;
@@ -806,8 +928,9 @@ static bool valid_state(const char *state)
 
 int sl_store_set_state(struct sl_store *s, const char *sandbox_id, const char *state, int64_t now_ns)
 {
-	if (!sandbox_id || !valid_state(state))
-		return failf(s, -EINVAL, "bad state %s", state ? state : "(null)");
+	if (!sandbox_id || !valid_state(state) || now_ns <= 0)
+		return failf(s, -EINVAL, "bad state %s, no sandbox_id or now_ns <= 0",
+			     state ? state : "(null)");
 	sqlite3_stmt *st;
 	int r = stmt(s, ST_STATE_SET, &st);
 	if (r < 0)
@@ -826,11 +949,11 @@ int sl_store_set_state(struct sl_store *s, const char *sandbox_id, const char *s
 	return r == 1 ? 0 : failf(s, -ENOENT, "sandbox %s is not bound", sandbox_id);
 }
 
-int64_t sl_store_alert_open(struct sl_store *s, const char *sandbox_id, const char *kind, const char *severity,
-			    int64_t start_ns, const char *detail)
+int64_t sl_store_alert_open(struct sl_store *s, const char *sandbox_id, const char *kind,
+			    const char *severity, int64_t start_ns, const char *detail)
 {
-	if (!kind || !severity)
-		return failf(s, -EINVAL, "an alert needs a kind and a severity");
+	if (!kind || !severity || start_ns <= 0)
+		return failf(s, -EINVAL, "an alert needs a kind, a severity and start_ns > 0");
 	sqlite3_stmt *find, *ins;
 	int r;
 	int64_t id = 0;
@@ -900,8 +1023,8 @@ int sl_store_reject(struct sl_store *s, const char *reason)
 
 int sl_store_revoke(struct sl_store *s, const char *credential_ref, int64_t revoked_ns, const char *reason)
 {
-	if (!credential_ref)
-		return failf(s, -EINVAL, "no credential_ref");
+	if (!credential_ref || revoked_ns <= 0)
+		return failf(s, -EINVAL, "no credential_ref or revoked_ns <= 0");
 	sqlite3_stmt *st;
 	int r = stmt(s, ST_REVOKE, &st);
 	if (r < 0)
@@ -928,8 +1051,8 @@ int sl_store_is_revoked(struct sl_store *s, const char *credential_ref)
 
 int64_t sl_store_acceptance_add(struct sl_store *s, const struct sl_store_acceptance *a)
 {
-	if (!a || !a->contract)
-		return failf(s, -EINVAL, "an acceptance needs a contract");
+	if (!a || !a->contract || a->at_ns <= 0)
+		return failf(s, -EINVAL, "an acceptance needs a contract and at_ns > 0");
 	sqlite3_stmt *st;
 	int r = stmt(s, ST_ACCEPT_INSERT, &st);
 	if (r < 0)
@@ -1094,7 +1217,8 @@ int sl_store_each_alert(struct sl_store *s, const struct sl_store_filter *f,
 			int (*cb)(void *arg, const struct sl_store_alert *a), void *arg)
 {
 	struct query q = {0};
-	q_add(&q, "SELECT a.id, a.sandbox_id, a.kind, a.severity, a.detail, a.started_ns, a.ended_ns FROM alerts a");
+	q_add(&q, "SELECT a.id, a.sandbox_id, a.kind, a.severity, a.detail, a.started_ns, a.ended_ns FROM "
+		  "alerts a");
 	if (f && (f->tenant || f->task))
 		q_add(&q, " JOIN bindings b ON b.sandbox_id = a.sandbox_id");
 	q_add(&q, " WHERE 1");
@@ -1170,11 +1294,12 @@ int sl_store_each_health(struct sl_store *s, const struct sl_store_filter *f,
 			 int (*cb)(void *arg, const struct sl_store_health *h), void *arg)
 {
 	struct query q = {0};
-	q_add(&q, "SELECT b.sandbox_id, b.tenant, b.agent, b.task, b.version, b.credential_ref, b.risk_class,"
-		  " b.runtime, b.runtime_version, b.sensor_version, b.control, b.key_fingerprint, b.started_ns,"
-		  " b.ended_ns, h.state, h.state_since_ns, h.last_frame_ns, h.last_heartbeat_ns, h.last_seq,"
-		  " h.last_hash, h.emitted, h.recorded, h.exported, h.acked, h.dropped, h.backlog"
-		  " FROM bindings b JOIN health h ON h.sandbox_id = b.sandbox_id WHERE 1");
+	q_add(&q,
+	      "SELECT b.sandbox_id, b.tenant, b.agent, b.task, b.version, b.credential_ref, b.risk_class,"
+	      " b.runtime, b.runtime_version, b.sensor_version, b.control, b.key_fingerprint, b.started_ns,"
+	      " b.ended_ns, h.state, h.state_since_ns, h.last_frame_ns, h.last_heartbeat_ns, h.last_seq,"
+	      " h.last_hash, h.emitted, h.recorded, h.exported, h.acked, h.dropped, h.backlog"
+	      " FROM bindings b JOIN health h ON h.sandbox_id = b.sandbox_id WHERE 1");
 	if (f && f->tenant)
 		q_add(&q, " AND b.tenant = :tenant");
 	if (f && f->task)
@@ -1207,7 +1332,8 @@ static int reject_row(sqlite3_stmt *st, void *ctx)
 	return c->cb(c->arg, reason ? reason : "", (uint64_t)sqlite3_column_int64(st, 1));
 }
 
-int sl_store_each_reject(struct sl_store *s, int (*cb)(void *arg, const char *reason, uint64_t count), void *arg)
+int sl_store_each_reject(struct sl_store *s, int (*cb)(void *arg, const char *reason, uint64_t count),
+			 void *arg)
 {
 	struct query q = {0};
 	q_add(&q, "SELECT reason, count FROM rejects ORDER BY reason");
@@ -1254,7 +1380,8 @@ int sl_store_each_acceptance(struct sl_store *s, const char *contract,
 	if (r < 0)
 		return r;
 	if (contract) {
-		int rc = sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":contract"), contract, -1, SQLITE_STATIC);
+		int rc = sqlite3_bind_text(st, sqlite3_bind_parameter_index(st, ":contract"), contract, -1,
+					   SQLITE_STATIC);
 		if (rc != SQLITE_OK) {
 			r = fail(s, rc);
 			sqlite3_finalize(st);

@@ -51,9 +51,9 @@ int sl_store_set_max_size(struct sl_store *s, uint64_t max_bytes);
 struct sl_store_binding {
 	const char *sandbox_id;
 	const char *tenant, *agent, *task, *version, *credential_ref;
-	const char *risk_class;	 /* e.g. "high", "medium", "low" */
+	const char *risk_class; /* e.g. "high", "medium", "low" */
 	const char *runtime, *runtime_version, *sensor_version;
-	const char *control;	 /* address of the supervisor's control socket */
+	const char *control;	     /* address of the supervisor's control socket */
 	const char *key_fingerprint; /* fingerprint of the sandbox's stream key (never the key) */
 	int64_t started_ns;
 	int64_t ended_ns; /* read back only (0 while running); sl_store_bind ignores it */
@@ -83,7 +83,8 @@ struct sl_store_event {
 };
 /* The stored head of a sandbox: last seq and its hash (0 and 64 '0' if none, or not bound). hash
  * may be NULL. Returns 0 or -errno. */
-int sl_store_last(struct sl_store *s, const char *sandbox_id, uint64_t *seq, char hash[SL_STORE_HASH_LEN + 1]);
+int sl_store_last(struct sl_store *s, const char *sandbox_id, uint64_t *seq,
+		  char hash[SL_STORE_HASH_LEN + 1]);
 /* Append a batch of a sandbox's events in ONE transaction, in order, by these rules (last = the
  * stored head, updated as events are inserted):
  *   - seq <= last: a resend. Skipped and counted in *dups. It must be byte-identical to the stored
@@ -99,8 +100,8 @@ int sl_store_last(struct sl_store *s, const char *sandbox_id, uint64_t *seq, cha
  * -EINVAL (nothing done) if an event is malformed (NULL pointer, seq 0 or > INT64_MAX).
  * *last_seq (may be NULL) is always set to the stored head after the call (the acknowledgeable
  * seq); *dups (may be NULL) to the number of resends skipped. */
-int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const struct sl_store_event *ev, size_t n,
-			   int64_t received_ns, uint64_t *last_seq, size_t *dups);
+int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const struct sl_store_event *ev,
+			   size_t n, int64_t received_ns, uint64_t *last_seq, size_t *dups);
 
 /* ---- health, alerts, counters ---- */
 
@@ -119,8 +120,8 @@ int sl_store_set_state(struct sl_store *s, const char *sandbox_id, const char *s
 /* Open an alert. sandbox_id may be NULL (a collector-wide alert); kind and severity are required,
  * detail may be NULL. If an alert of the same kind is already open for that sandbox, returns its id
  * and stores nothing. Returns the id (> 0) or -errno (-ENOENT: sandbox not bound). */
-int64_t sl_store_alert_open(struct sl_store *s, const char *sandbox_id, const char *kind, const char *severity,
-			    int64_t start_ns, const char *detail);
+int64_t sl_store_alert_open(struct sl_store *s, const char *sandbox_id, const char *kind,
+			    const char *severity, int64_t start_ns, const char *detail);
 /* Close an alert at end_ns. 0 if closed now or already closed (the first end is kept), -ENOENT if
  * there is no such alert. */
 int sl_store_alert_close(struct sl_store *s, int64_t id, int64_t end_ns);
@@ -169,7 +170,7 @@ struct sl_store_alert {
 	int64_t id;
 	const char *sandbox_id; /* NULL for a collector-wide alert */
 	const char *kind, *severity;
-	const char *detail; /* may be NULL */
+	const char *detail;	      /* may be NULL */
 	int64_t started_ns, ended_ns; /* ended_ns 0 while open */
 };
 /* Alerts, ORDER BY started_ns, id. */
@@ -189,7 +190,8 @@ int sl_store_each_health(struct sl_store *s, const struct sl_store_filter *f,
 			 int (*cb)(void *arg, const struct sl_store_health *h), void *arg);
 
 /* Reject counters, ORDER BY reason. */
-int sl_store_each_reject(struct sl_store *s, int (*cb)(void *arg, const char *reason, uint64_t count), void *arg);
+int sl_store_each_reject(struct sl_store *s, int (*cb)(void *arg, const char *reason, uint64_t count),
+			 void *arg);
 /* Acceptance results, newest first (ORDER BY at_ns DESC, id DESC); contract NULL: all. */
 int sl_store_each_acceptance(struct sl_store *s, const char *contract,
 			     int (*cb)(void *arg, const struct sl_store_acceptance *a), void *arg);

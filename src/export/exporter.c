@@ -129,13 +129,29 @@ static int dial(struct sl_exporter *e)
 	return fd;
 }
 
-static int send_all(int fd, const uint8_t *p, size_t n, int timeout_ms)
+static bool stopping(struct sl_exporter *e)
 {
+	pthread_mutex_lock(&e->mu);
+	bool st = e->stop;
+	pthread_mutex_unlock(&e->mu);
+	return st;
+}
+
+/* Write it all; give up after timeout_ms without progress, or at once when told to stop (a
+ * frozen or vanished collector must not hold the supervisor's exit). */
+static int send_all(struct sl_exporter *e, int fd, const uint8_t *p, size_t n, int timeout_ms)
+{
+	int waited = 0;
 	while (n > 0) {
 		struct pollfd pf = {.fd = fd, .events = POLLOUT};
-		int pr = poll(&pf, 1, timeout_ms);
-		if (pr == 0)
-			return -ETIMEDOUT;
+		int pr = poll(&pf, 1, 100);
+		if (pr == 0) {
+			waited += 100;
+			if (waited >= timeout_ms || stopping(e))
+				return -ETIMEDOUT;
+			continue;
+		}
+		waited = 0;
 		if (pr < 0) {
 			if (errno == EINTR)
 				continue;
@@ -191,13 +207,14 @@ static int recv_frames(struct sl_exporter *e, int fd, struct sl_frame_ctx *ctx, 
 	}
 }
 
-static int send_frame(int fd, struct sl_frame_ctx *ctx, uint8_t type, const uint8_t *p, size_t n, uint8_t *wbuf)
+static int send_frame(struct sl_exporter *e, int fd, struct sl_frame_ctx *ctx, uint8_t type, const uint8_t *p,
+		      size_t n, uint8_t *wbuf)
 {
 	size_t out;
 	int r = sl_frame_encode(type, p, n, ctx, wbuf, SL_FRAME_MAX_FRAME, &out);
 	if (r < 0)
 		return r;
-	return send_all(fd, wbuf, out, 10000);
+	return send_all(e, fd, wbuf, out, 10000);
 }
 
 /* One connection's life: challenge, hello, resume point, then stream until finished or broken. */
@@ -228,7 +245,7 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 	h.resume = atomic_load(&e->connects) > 0;
 	char hello[SL_FRAME_HELLO_MAX];
 	int hl = sl_frame_hello_build(&h, hello, sizeof(hello));
-	if (hl < 0 || (r = send_frame(fd, &ctx, SL_FRAME_HELLO, (uint8_t *)hello, (size_t)hl, wbuf)) < 0) {
+	if (hl < 0 || (r = send_frame(e, fd, &ctx, SL_FRAME_HELLO, (uint8_t *)hello, (size_t)hl, wbuf)) < 0) {
 		r = hl < 0 ? hl : r;
 		goto out;
 	}
@@ -270,7 +287,7 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 							.backlog = e->n_lines - acked};
 			char hbuf[SL_FRAME_HEARTBEAT_MAX];
 			int n = sl_frame_heartbeat_build(&hb, hbuf, sizeof(hbuf));
-			if (n < 0 || (r = send_frame(fd, &ctx, SL_FRAME_HEARTBEAT, (uint8_t *)hbuf, (size_t)n, wbuf)) < 0)
+			if (n < 0 || (r = send_frame(e, fd, &ctx, SL_FRAME_HEARTBEAT, (uint8_t *)hbuf, (size_t)n, wbuf)) < 0)
 				goto out;
 			next_hb = now + (int64_t)e->cfg.heartbeat_ms * 1000000;
 		}
@@ -302,7 +319,7 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 			}
 			size_t pl;
 			const uint8_t *p = sl_frame_events_payload(batch, &pl);
-			if ((r = send_frame(fd, &ctx, SL_FRAME_EVENTS, p, pl, wbuf)) < 0)
+			if ((r = send_frame(e, fd, &ctx, SL_FRAME_EVENTS, p, pl, wbuf)) < 0)
 				goto out;
 			atomic_store(&e->exported, seq);
 			if ((r = recv_frames(e, fd, &ctx, 0)) < 0)

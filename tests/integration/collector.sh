@@ -136,3 +136,74 @@ print(f'task B started {d:.2f} s after the collector came back')
 assert d > 0, 'B started while the collector was down'"
 	"$SL_BIN" alerts --db "$COLL_DB" | grep -q blind || fail "no blind alert"
 }
+
+test_operator_stop_through_control_path() {
+	need_root
+	mkdir -p "$SL_TMP/ws-root" "$SL_TMP/rec-root"
+	( for _ in $(seq 1 100); do
+		s=$(ls "$SL_TMP"/rec-root/*.ctl 2>/dev/null | head -1)
+		if [ -n "$s" ]; then
+			sleep 0.3
+			python3 -c "
+import socket, sys
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); c.sendall(b'stop operator test\n'); print(c.recv(64).decode().strip())" "$s" >"$SL_TMP/ctl_answer"
+			break
+		fi
+		sleep 0.05
+	done ) &
+	local ctl=$!
+	sl_sandbox root 'limits: {wall_seconds: 30}' -- /bin/sleep 20
+	wait "$ctl"
+	assert_eq "$(cat "$SL_TMP/ctl_answer")" ok "control answer"
+	assert_eq "$RC" 137 "stopped workload status"
+	expect_verified
+	rec_has '.class=="control.action" and .action=="stop" and .peer_uid==0 and .reason=="operator test"' || fail "stop not recorded"
+	rec_has '.class=="lifecycle.exit" and .reason=="killed: control path (stop)"' || fail "exit reason"
+	[ ! -e "$(ls "$SL_TMP"/rec-root/*.ctl 2>/dev/null)" ] || fail "control socket left behind"
+}
+
+test_collector_stops_blind_high_risk() {
+	need_root
+	collector_start --max-blind high=2s
+	trap 'collector_stop; kill "$RELAY" 2>/dev/null; rm -rf "$SL_TMP"' EXIT
+	# A relay between supervisor and collector: frozen, it cuts the export path while both ends
+	# stay up, so only the collector's liveness check can notice.
+	python3 - "$SL_TMP/relay.sock" "${COLL_ADDR#unix:}" <<'PY' &
+import os, socket, sys, threading
+l = socket.socket(socket.AF_UNIX); l.bind(sys.argv[1]); l.listen(4)
+def pipe(a, b):
+    try:
+        while (d := a.recv(65536)):
+            b.sendall(d)
+    except OSError:
+        pass
+    finally:
+        a.close(); b.close()
+while True:
+    c, _ = l.accept()
+    u = socket.socket(socket.AF_UNIX); u.connect(sys.argv[2])
+    threading.Thread(target=pipe, args=(c, u), daemon=True).start()
+    threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+PY
+	RELAY=$!
+	for _ in $(seq 1 50); do [ -S "$SL_TMP/relay.sock" ] && break; sleep 0.05; done
+	mkdir -p "$SL_TMP/ws-root"
+	echo x >"$SL_TMP/ws-root/f"
+	( sleep 1.5; kill -STOP "$RELAY"; date +%s%N >"$SL_TMP/cut_at" ) &
+	local cutter=$!
+	# The supervisor's own watchdog is set far out: the stop must come from the collector.
+	SL_RUN_FLAGS="--collector unix:$SL_TMP/relay.sock --collector-secret $COLL_SECRET --risk-class high --max-blind-ms 60000 --drain-seconds 1" \
+		sl_sandbox root 'limits: {wall_seconds: 30}' -- /bin/sh -c 'for i in $(seq 1 200); do /workspace/probe opens 10 /workspace/f >/dev/null; sleep 0.1; done'
+	wait "$cutter"
+	kill -CONT "$RELAY" 2>/dev/null || true
+	assert_eq "$RC" 137 "stopped workload status"
+	rec_has '.class=="control.action" and .action=="stop" and (.reason|test("collector"))' || fail "collector's stop not recorded"
+	local cut stop
+	cut=$(cat "$SL_TMP/cut_at")
+	stop=$(jq -r 'select(.class=="control.action") | .time' "$REC")
+	python3 -c "
+d = ($stop - $cut) / 1e9
+print(f'stopped {d:.2f} s after the export path was cut (limit 2 s; must be within 1 s after it)')
+assert d <= 3.1, d"
+	"$SL_BIN" alerts --db "$COLL_DB" | grep -q stopped || fail "no 'stopped' alert"
+}

@@ -86,17 +86,17 @@ static size_t make_line(char *buf, size_t cap, const char *sid, unsigned tag, ui
 	else
 		fake_hash(ph, tag, seq - 1);
 	fake_hash(h, tag, seq);
-	int n = snprintf(buf, cap,
-			 "{\"seq\":%" PRIu64 ",\"sandbox_id\":\"%s\",\"time\":%" PRId64 ",\"class\":\"%s\","
-			 "\"observer\":\"supervisor\",\"identity\":{\"tenant\":\"tenant-1\",\"agent\":\"agent-7\","
-			 "\"task\":\"task-42\",\"version\":\"v1.2.3\",\"credential_ref\":\"cred/abc\"},"
-			 "\"pid\":12,\"tid\":12,\"host_pid\":4242,\"host_tid\":4242,\"path\":\"/workspace/",
-			 seq, sid, t, cls);
+	int n = snprintf(
+	    buf, cap,
+	    "{\"seq\":%" PRIu64 ",\"sandbox_id\":\"%s\",\"time\":%" PRId64 ",\"class\":\"%s\","
+	    "\"observer\":\"supervisor\",\"identity\":{\"tenant\":\"tenant-1\",\"agent\":\"agent-7\","
+	    "\"task\":\"task-42\",\"version\":\"v1.2.3\",\"credential_ref\":\"cred/abc\"},"
+	    "\"pid\":12,\"tid\":12,\"host_pid\":4242,\"host_tid\":4242,\"path\":\"/workspace/",
+	    seq, sid, t, cls);
 	CHECK(n > 0 && (size_t)n < cap);
 	size_t len = (size_t)n;
 	size_t tail = strlen("\",\"prev_hash\":\"\",\"hash\":\"\"}\n") + 128;
-	while (len + tail < size && len < cap - tail - 1)
-	{
+	while (len + tail < size && len < cap - tail - 1) {
 		buf[len] = (char)('a' + len % 26);
 		len++;
 	}
@@ -139,11 +139,12 @@ static void batch_reset(struct batch *b)
 	b->used = b->n = 0;
 }
 
-static void batch_add(struct batch *b, const char *sid, unsigned tag, uint64_t seq, int64_t t, const char *cls,
-		      size_t size, const char *prev)
+static void batch_add(struct batch *b, const char *sid, unsigned tag, uint64_t seq, int64_t t,
+		      const char *cls, size_t size, const char *prev)
 {
 	CHECK(b->n < b->max);
-	b->used += make_line(b->buf + b->used, b->cap - b->used, sid, tag, seq, t, cls, size, prev, &b->ev[b->n]);
+	b->used +=
+	    make_line(b->buf + b->used, b->cap - b->used, sid, tag, seq, t, cls, size, prev, &b->ev[b->n]);
 	b->n++;
 }
 
@@ -154,8 +155,8 @@ static void batch_free(struct batch *b)
 }
 
 /* Append seqs [from, to] of sandbox sid (tag) with time t0 + seq, all of class cls. */
-static int append_range(struct sl_store *s, const char *sid, unsigned tag, uint64_t from, uint64_t to, int64_t t0,
-			const char *cls, uint64_t *last, size_t *dups)
+static int append_range(struct sl_store *s, const char *sid, unsigned tag, uint64_t from, uint64_t to,
+			int64_t t0, const char *cls, uint64_t *last, size_t *dups)
 {
 	struct batch b;
 	batch_init(&b, (size_t)(to - from + 1), 300);
@@ -283,8 +284,15 @@ static void test_open_persist(void)
 	/* The chain continues across the reopen. */
 	CHECK_RC(s, append_range(s, SID_A, 1, 4, 5, 5000, "process.exec", &last, NULL), 0);
 	CHECK_EQ(last, 5);
+	char *wal;
+	CHECK(asprintf(&wal, "%s-wal", p) > 0);
+	CHECK(stat(wal, &st) == 0); /* WAL mode, and the WAL takes the database's mode */
+	CHECK_EQ(st.st_mode & 0777, 0600);
+	free(wal);
 	sl_store_close(s);
 	sl_store_close(NULL);
+	CHECK_EQ(sl_store_open(":memory:", &s), -EINVAL);
+	CHECK_EQ(sl_store_open("", &s), -EINVAL);
 	free(p);
 	printf("ok: open, close, reopen keeps bindings, events and the head\n");
 }
@@ -417,7 +425,8 @@ static void test_append(void)
 	CHECK(strcmp(hash, want) == 0);
 	sl_store_close(s);
 	free(p);
-	printf("ok: append: contiguous, resend deduplicated, hole/chain break/conflicting resend -> -EPROTO with "
+	printf("ok: append: contiguous, resend deduplicated, hole/chain break/conflicting resend -> -EPROTO "
+	       "with "
 	       "the prefix committed\n");
 }
 
@@ -478,7 +487,8 @@ static int collect_acceptance(void *arg, const struct sl_store_acceptance *a)
 {
 	char *out = arg;
 	char one[128];
-	snprintf(one, sizeof(one), "%s/%s/%d/%" PRId64 ";", a->contract, a->sensor_version, a->passed, a->at_ns);
+	snprintf(one, sizeof(one), "%s/%s/%d/%" PRId64 ";", a->contract, a->sensor_version, a->passed,
+		 a->at_ns);
 	strcat(out, one);
 	return 0;
 }
@@ -491,7 +501,8 @@ static void test_health_alerts(void)
 	CHECK_RC(s, sl_store_bind(s, &b), 0);
 
 	/* Heartbeat counters. */
-	struct sl_store_counters c = {.emitted = 10, .recorded = 9, .exported = 8, .acked = 7, .dropped = 1, .backlog = 2};
+	struct sl_store_counters c = {
+	    .emitted = 10, .recorded = 9, .exported = 8, .acked = 7, .dropped = 1, .backlog = 2};
 	CHECK_RC(s, sl_store_heartbeat(s, SID_A, &c, 2000), 0);
 	CHECK_RC(s, sl_store_heartbeat(s, SID_C, &c, 2000), -ENOENT);
 	struct health_seen hs = {0};
@@ -597,8 +608,13 @@ static void test_health_alerts(void)
 	CHECK_RC(s, sl_store_is_revoked(s, "cred/other"), 0);
 
 	/* Acceptances: newest first. */
-	struct sl_store_acceptance acc = {.contract = "c1", .runtime = "native", .runtime_version = "1",
-					  .sensor_version = "1", .passed = true, .at_ns = 100, .report = "{}"};
+	struct sl_store_acceptance acc = {.contract = "c1",
+					  .runtime = "native",
+					  .runtime_version = "1",
+					  .sensor_version = "1",
+					  .passed = true,
+					  .at_ns = 100,
+					  .report = "{}"};
 	CHECK(sl_store_acceptance_add(s, &acc) > 0);
 	acc.sensor_version = "2";
 	acc.passed = false;
@@ -779,8 +795,8 @@ static void test_full(void)
 	for (int round = 0; round < 1000 && r == 0; round++) {
 		batch_reset(&bt);
 		for (int i = 0; i < 64; i++)
-			batch_add(&bt, SID_A, 1, seq + 1 + (uint64_t)i, (int64_t)(seq + 1 + (uint64_t)i), "file.open", 1000,
-				  NULL);
+			batch_add(&bt, SID_A, 1, seq + 1 + (uint64_t)i, (int64_t)(seq + 1 + (uint64_t)i),
+				  "file.open", 1000, NULL);
 		size_t dups;
 		r = sl_store_append_events(s, SID_A, bt.ev, bt.n, 1, &last, &dups);
 		if (r == 0) {
@@ -794,7 +810,17 @@ static void test_full(void)
 	uint64_t head;
 	CHECK_RC(s, sl_store_last(s, SID_A, &head, NULL), 0);
 	CHECK_EQ(head, seq);
-	CHECK_RC(s, sl_store_reject(s, "x-full"), sl_store_reject(s, "x-full")); /* may fail: the same way twice */
+	/* Other writes either fit or fail whole: a binding never exists without its health row. */
+	int rr = sl_store_reject(s, "x-full");
+	CHECK(rr == 0 || rr == -ENOSPC);
+	struct sl_store_binding b2 = binding(SID_B, "t1", "a-long-task-name-to-need-some-room", 1000);
+	rr = sl_store_bind(s, &b2);
+	CHECK(rr == 0 || rr == -ENOSPC);
+	struct health_seen hs = {0};
+	struct sl_store_filter hf = {.sandbox_id = SID_B};
+	CHECK_RC(s, sl_store_each_health(s, &hf, collect_health, &hs), 0);
+	CHECK_EQ(hs.n, rr == 0 ? 1 : 0);
+	CHECK_RC(s, sl_store_bind(s, &b2), rr); /* the same outcome again */
 
 	/* Room again: the failed batch goes in as it is. */
 	CHECK_RC(s, sl_store_set_max_size(s, 0), 0);
@@ -810,7 +836,8 @@ static void test_full(void)
 	sqlite3 *db;
 	CHECK(sqlite3_open(p, &db) == SQLITE_OK);
 	sqlite3_stmt *st;
-	CHECK(sqlite3_prepare_v2(db, "SELECT count(*), min(seq), max(seq) FROM events", -1, &st, NULL) == SQLITE_OK);
+	CHECK(sqlite3_prepare_v2(db, "SELECT count(*), min(seq), max(seq) FROM events", -1, &st, NULL) ==
+	      SQLITE_OK);
 	CHECK(sqlite3_step(st) == SQLITE_ROW);
 	CHECK_EQ(sqlite3_column_int64(st, 0), (int64_t)(seq + 64));
 	CHECK_EQ(sqlite3_column_int64(st, 1), 1);
@@ -819,7 +846,8 @@ static void test_full(void)
 	sqlite3_close(db);
 	batch_free(&bt);
 	free(p);
-	printf("ok: full database -> -ENOSPC, the batch rolled back, nothing committed lost, resumes with room\n");
+	printf("ok: full database -> -ENOSPC, the batch rolled back, nothing committed lost, resumes with "
+	       "room\n");
 }
 
 static int count_cb(void *arg, const char *line, size_t len)
@@ -954,8 +982,9 @@ static void test_crash(void)
 	CHECK_EQ(last, head + 3);
 	sl_store_close(s);
 	free(p);
-	printf("ok: kill -9 of the writer after ack %" PRIu64 ": head %" PRIu64 ", nothing acknowledged lost\n", acked,
-	       head);
+	printf("ok: kill -9 of the writer after ack %" PRIu64 ": head %" PRIu64
+	       ", nothing acknowledged lost\n",
+	       acked, head);
 }
 
 /* The insert rate: informational. */
@@ -982,7 +1011,8 @@ static void bench(size_t total, size_t batch, size_t line_size, int sandboxes)
 		size_t m = total - done_n < batch ? total - done_n : batch;
 		for (size_t i = 0; i < m; i++) {
 			seq[k]++;
-			batch_add(&bt, sids[k], (unsigned)k, seq[k], t++, classes[seq[k] % 4], line_size, NULL);
+			batch_add(&bt, sids[k], (unsigned)k, seq[k], t++, classes[seq[k] % 4], line_size,
+				  NULL);
 		}
 		bytes += bt.used;
 		double t0 = now_s();
@@ -997,10 +1027,11 @@ static void bench(size_t total, size_t batch, size_t line_size, int sandboxes)
 	double close_s = now_s() - t0;
 	struct stat st;
 	CHECK(stat(p, &st) == 0);
-	printf("bench: %zu events of ~%zu B (%.0f B avg) in batches of %zu from %d sandboxes: %.2f s, %.0f events/s, "
+	printf("bench: %zu events of ~%zu B (%.0f B avg) in batches of %zu from %d sandboxes: %.2f s, %.0f "
+	       "events/s, "
 	       "%.1f MB/s; close (final checkpoint) %.2f s; db %.0f MB\n",
-	       total, line_size, (double)bytes / (double)total, batch, sandboxes, spent, (double)total / spent,
-	       (double)bytes / spent / 1e6, close_s, (double)st.st_size / 1e6);
+	       total, line_size, (double)bytes / (double)total, batch, sandboxes, spent,
+	       (double)total / spent, (double)bytes / spent / 1e6, close_s, (double)st.st_size / 1e6);
 	batch_free(&bt);
 	unlink(p);
 	free(p);
