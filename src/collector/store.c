@@ -784,8 +784,8 @@ int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const str
 		*dups = 0;
 	if (last_seq)
 		*last_seq = 0;
-	if (!sandbox_id || (n > 0 && !ev) || received_ns <= 0)
-		return failf(s, -EINVAL, "no sandbox_id, no events or received_ns <= 0");
+	if (!sandbox_id || (n > 0 && !ev))
+		return failf(s, -EINVAL, "no sandbox_id or no events");
 	for (size_t i = 0; i < n; i++) {
 		const struct sl_store_event *e = &ev[i];
 		if (!e->class_name || !e->prev_hash || !e->hash || !e->line || e->seq == 0 ||
@@ -898,8 +898,8 @@ static int64_t clamp_u64(uint64_t v)
 int sl_store_heartbeat(struct sl_store *s, const char *sandbox_id, const struct sl_store_counters *c,
 		       int64_t now_ns)
 {
-	if (!sandbox_id || !c || now_ns <= 0)
-		return failf(s, -EINVAL, "no sandbox_id, no counters or now_ns <= 0");
+	if (!sandbox_id || !c)
+		return failf(s, -EINVAL, "no sandbox_id or no counters");
 	sqlite3_stmt *st;
 	int r = stmt(s, ST_HEARTBEAT, &st);
 	if (r < 0)
@@ -928,9 +928,8 @@ static bool valid_state(const char *state)
 
 int sl_store_set_state(struct sl_store *s, const char *sandbox_id, const char *state, int64_t now_ns)
 {
-	if (!sandbox_id || !valid_state(state) || now_ns <= 0)
-		return failf(s, -EINVAL, "bad state %s, no sandbox_id or now_ns <= 0",
-			     state ? state : "(null)");
+	if (!sandbox_id || !valid_state(state))
+		return failf(s, -EINVAL, "bad state %s or no sandbox_id", state ? state : "(null)");
 	sqlite3_stmt *st;
 	int r = stmt(s, ST_STATE_SET, &st);
 	if (r < 0)
@@ -952,8 +951,8 @@ int sl_store_set_state(struct sl_store *s, const char *sandbox_id, const char *s
 int64_t sl_store_alert_open(struct sl_store *s, const char *sandbox_id, const char *kind,
 			    const char *severity, int64_t start_ns, const char *detail)
 {
-	if (!kind || !severity || start_ns <= 0)
-		return failf(s, -EINVAL, "an alert needs a kind, a severity and start_ns > 0");
+	if (!kind || !severity)
+		return failf(s, -EINVAL, "an alert needs a kind and a severity");
 	sqlite3_stmt *find, *ins;
 	int r;
 	int64_t id = 0;
@@ -1023,8 +1022,8 @@ int sl_store_reject(struct sl_store *s, const char *reason)
 
 int sl_store_revoke(struct sl_store *s, const char *credential_ref, int64_t revoked_ns, const char *reason)
 {
-	if (!credential_ref || revoked_ns <= 0)
-		return failf(s, -EINVAL, "no credential_ref or revoked_ns <= 0");
+	if (!credential_ref)
+		return failf(s, -EINVAL, "no credential_ref");
 	sqlite3_stmt *st;
 	int r = stmt(s, ST_REVOKE, &st);
 	if (r < 0)
@@ -1051,8 +1050,8 @@ int sl_store_is_revoked(struct sl_store *s, const char *credential_ref)
 
 int64_t sl_store_acceptance_add(struct sl_store *s, const struct sl_store_acceptance *a)
 {
-	if (!a || !a->contract || a->at_ns <= 0)
-		return failf(s, -EINVAL, "an acceptance needs a contract and at_ns > 0");
+	if (!a || !a->contract)
+		return failf(s, -EINVAL, "an acceptance needs a contract");
 	sqlite3_stmt *st;
 	int r = stmt(s, ST_ACCEPT_INSERT, &st);
 	if (r < 0)

@@ -15,8 +15,9 @@
  * statements: use it from one thread at a time. Several stores (threads, processes) may open the same
  * file: readers never block the writer (WAL); writers queue for up to 5 s (busy_timeout), then -EBUSY.
  *
- * Times are nanoseconds since the epoch and must be > 0; a time that is NULL in the database (not
- * ended, no heartbeat yet) reads back as 0. */
+ * Times are nanoseconds since the epoch. A time that is NULL in the database (not ended, no frame
+ * or heartbeat yet) reads back as 0, so an end time (sl_store_end, sl_store_alert_close) and a
+ * binding's started_ns must be > 0 (else -EINVAL). */
 #ifndef SL_COLLECTOR_STORE_H
 #define SL_COLLECTOR_STORE_H
 #include <stdbool.h>
