@@ -1,5 +1,8 @@
 /* sightline collectd / status / events / alerts: the collector daemon and its readers. */
+#include <errno.h>
 #include <getopt.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -227,6 +230,36 @@ static int event_cb(void *arg, const char *line, size_t len)
 	return 0;
 }
 
+/* Ask the collector's operator socket (unix:PATH) where its store is. */
+static int ask_db(const char *admin, char *out, size_t len)
+{
+	if (strncmp(admin, "unix:", 5) != 0)
+		return -EINVAL;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	snprintf(un.sun_path, sizeof(un.sun_path), "%s", admin + 5);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&un, sizeof(un)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	char resp[4200] = "";
+	ssize_t n = -1;
+	if (send(fd, "DB\n", 3, MSG_NOSIGNAL) == 3)
+		n = recv(fd, resp, sizeof(resp) - 1, MSG_WAITALL);
+	close(fd);
+	resp[n > 0 ? n : 0] = '\0';
+	char *nl = strchr(resp, '\n');
+	if (nl)
+		*nl = '\0';
+	if (strncmp(resp, "db /", 4) != 0)
+		return -EPROTO;
+	if (strlen(resp + 3) >= len)
+		return -ENAMETOOLONG;
+	memcpy(out, resp + 3, strlen(resp + 3) + 1);
+	return 0;
+}
+
 /* status | events | alerts  [--db FILE] [--json] [--tenant T] [--task K] [--sandbox S] [--class C]
  * [--since NS] [--open] [--limit N] */
 int sl_cmd_query(int argc, char **argv)
@@ -240,6 +273,7 @@ int sl_cmd_query(int argc, char **argv)
 		{0, 0, 0, 0}};
 	const char *what = argv[0];
 	const char *db = DEFAULT_DB;
+	static char dbbuf[4096];
 	struct sl_store_filter f = {0};
 	struct reader rd = {0};
 	int c;
@@ -274,8 +308,12 @@ int sl_cmd_query(int argc, char **argv)
 			f.limit = strtoul(optarg, NULL, 10);
 			break;
 		case 'C':
-			fprintf(stderr, "sightline %s: --collector queries are not built yet; use --db FILE\n", what);
-			return 2;
+			if (ask_db(optarg, dbbuf, sizeof(dbbuf)) < 0) {
+				fprintf(stderr, "sightline %s: cannot ask the collector at %s for its store\n", what, optarg);
+				return 1;
+			}
+			db = dbbuf;
+			break;
 		default:
 			return 2;
 		}

@@ -590,8 +590,12 @@ static void on_admin(struct server *s, int lfd)
 			char *nl = strchr(req, '\n');
 			if (nl)
 				*nl = '\0';
-			if (strncmp(req, "GATE ", 5) != 0 || (strcmp(req + 5, "high") && strcmp(req + 5, "medium") &&
-								strcmp(req + 5, "low"))) {
+			if (!strcmp(req, "DB")) {
+				/* The readers (status, events, alerts --collector) open the store itself,
+				 * read-only, concurrently with us (WAL). */
+				snprintf(resp, sizeof(resp), "db %s\n", s->cfg->db_path);
+			} else if (strncmp(req, "GATE ", 5) != 0 || (strcmp(req + 5, "high") && strcmp(req + 5, "medium") &&
+								       strcmp(req + 5, "low"))) {
 				snprintf(resp, sizeof(resp), "error: expected GATE high|medium|low\n");
 			} else {
 				snprintf(resp, sizeof(resp), "open\n");

@@ -35,6 +35,9 @@ test_stream_to_collector() {
 	cmp "$SL_TMP/stored" "$REC" || fail "collector's copy differs from the record ($(wc -l <"$SL_TMP/stored") vs $(wc -l <"$REC") lines)"
 	"$SL_BIN" verify "$SL_TMP/stored" >/dev/null || fail "collector's copy does not verify"
 	"$SL_BIN" status --db "$COLL_DB" | grep -q ' ended ' || fail "sandbox not ended in status: $("$SL_BIN" status --db "$COLL_DB")"
+	# The same through the collector's operator socket.
+	"$SL_BIN" status --collector "$COLL_ADMIN" --json | jq -e '.state=="ended"' >/dev/null || fail "status --collector"
+	[ "$("$SL_BIN" events --collector "$COLL_ADMIN" --class file.open | wc -l)" -ge 20000 ] || fail "events --collector"
 	# Prometheus text on the loopback endpoint.
 	python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:19464/metrics').read().decode())" >"$SL_TMP/metrics"
 	grep -q "^sightline_events_received_total $(wc -l <"$REC")\$" "$SL_TMP/metrics" || fail "events counter: $(grep events_received "$SL_TMP/metrics")"
