@@ -26,6 +26,7 @@
 #include "policy/policy.h"
 #include "record/record.h"
 #include "sandbox/sandbox.h"
+#include "sensor/paths.h"
 #include "sensor/redact.h"
 #include "sensor/supervisor.h"
 
@@ -525,6 +526,8 @@ int sl_cmd_run(int argc, char **argv)
 		rd_abs[0] = '\0';
 	else
 		strcat(strcat(rd_abs, "/"), rd);
+	if (rd_abs[0])
+		sl_path_normalize(rd_abs); /* "WS/../rec" is not inside WS */
 	if (!rd_abs[0] || path_under(rd_abs, ws)) {
 		fprintf(stderr, "sightline run: the record dir %s must not be inside the workspace %s\n", rd, ws);
 		goto out;

@@ -36,6 +36,7 @@ struct sandbox {
 	char risk[8];
 	int64_t last_frame_ns;	 /* any authenticated frame */
 	int64_t backlog_since_ns; /* heartbeat said backlog > 0 since */
+	int64_t delay_ns;	  /* action -> stored, for the newest event of the last batch */
 	char state[8];
 	char control[257]; /* the supervisor's control socket ("none" if it has none) */
 	int64_t alert_id; /* open blind/lagging alert, or 0 */
@@ -348,6 +349,8 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 		reject(s, "duplicate");
 	s->duplicates += dups;
 	int64_t now_ns = sl_now_realtime_ns();
+	if (n)
+		c->sb->delay_ns = now_ns - s->batch[n - 1].time_ns;
 	for (size_t i = 0; i < n; i++) {
 		if (i >= dups && s->batch[i].seq <= last) { /* inserted now (resends come first) */
 			s->events_received++;
@@ -459,8 +462,10 @@ static void on_readable(struct server *s, struct conn *c)
 					struct sl_store_counters sc = {hb.emitted, hb.recorded, hb.exported,
 								       hb.acked,   hb.dropped,	hb.backlog};
 					sl_store_heartbeat(s->st, c->sb->id, &sc, sl_now_realtime_ns());
-					if (hb.backlog == 0)
+					if (hb.backlog == 0) {
 						c->sb->backlog_since_ns = 0;
+						c->sb->delay_ns = 0; /* caught up: nothing is late any more */
+					}
 					else if (!c->sb->backlog_since_ns)
 						c->sb->backlog_since_ns = sl_now_realtime_ns();
 					/* Answer every heartbeat: the supervisor's own watchdog measures how long
@@ -531,8 +536,8 @@ static void tick(struct server *s)
 		int64_t silent_ms = (now - b->last_frame_ns) / 1000000;
 		if (silent_ms > (int64_t)max_blind(s, b->risk))
 			want = "blind";
-		else if (b->backlog_since_ns && (now - b->backlog_since_ns) / 1000000 > (int64_t)s->cfg->max_delay_ms)
-			want = "lagging";
+		else if (b->delay_ns / 1000000 > (int64_t)s->cfg->max_delay_ms)
+			want = "lagging"; /* evidence arrives, but later than the allowed delivery delay */
 		if (!strcmp(want, b->state))
 			continue;
 		if (b->alert_id) {
@@ -546,9 +551,13 @@ static void tick(struct server *s)
 		sl_store_set_state(s->st, b->id, want, now);
 		if (strcmp(want, "healthy") != 0) {
 			char detail[128];
-			snprintf(detail, sizeof(detail), "no evidence for %lld ms (risk %s allows %u ms)", (long long)silent_ms,
-				 b->risk, max_blind(s, b->risk));
-			int64_t start = !strcmp(want, "blind") ? b->last_frame_ns : b->backlog_since_ns;
+			if (!strcmp(want, "blind"))
+				snprintf(detail, sizeof(detail), "no evidence for %lld ms (risk %s allows %u ms)",
+					 (long long)silent_ms, b->risk, max_blind(s, b->risk));
+			else
+				snprintf(detail, sizeof(detail), "events arrive %lld ms after the action (allowed %u ms)",
+					 (long long)(b->delay_ns / 1000000), s->cfg->max_delay_ms);
+			int64_t start = !strcmp(want, "blind") ? b->last_frame_ns : now;
 			b->alert_id = sl_store_alert_open(s->st, b->id, want, !strcmp(b->risk, "high") ? "critical" : "warning",
 							  start, detail);
 			logf_(s, "sandbox %s: %s (%s)", b->id, want, detail);
