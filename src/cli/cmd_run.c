@@ -664,6 +664,10 @@ int sl_cmd_run(int argc, char **argv)
 			fprintf(stderr, "sightline run: collector export (%s, secret %s): %s\n", o.collector,
 				o.collector_secret, strerror(-kr));
 			sl_json_free(&j);
+			if (ctl_fd >= 0) {
+				close(ctl_fd);
+				unlink(ctl_path);
+			}
 			goto out;
 		}
 	}
@@ -727,7 +731,7 @@ int sl_cmd_run(int argc, char **argv)
 			if (pr == 0 && (!deadline || sl_now_monotonic_ns() < deadline))
 				continue;
 		}
-		if (pr == 0) {
+		if (pr == 0 && deadline && sl_now_monotonic_ns() >= deadline) {
 			reason = "killed: wall-clock limit";
 			sl_sandbox_kill(&sb);
 			deadline = 0;

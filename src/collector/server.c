@@ -37,6 +37,7 @@ struct sandbox {
 	int64_t last_frame_ns;	 /* any authenticated frame */
 	int64_t backlog_since_ns; /* heartbeat said backlog > 0 since */
 	int64_t delay_ns;	  /* action -> stored, for the newest event of the last batch */
+	int64_t blind_since_ns;	  /* start of the current blind spell */
 	char state[8];
 	char control[257]; /* the supervisor's control socket ("none" if it has none) */
 	int64_t alert_id; /* open blind/lagging alert, or 0 */
@@ -367,7 +368,13 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 	}
 	if (ended && r == 0 && !bad) {
 		c->sb->ended = true;
-		sl_store_end(s->st, c->sb->id, sl_now_realtime_ns());
+		int64_t end = sl_now_realtime_ns();
+		sl_store_end(s->st, c->sb->id, end);
+		/* An ended sandbox is no longer watched: close what was open for it. */
+		if (c->sb->alert_id) {
+			sl_store_alert_close(s->st, c->sb->alert_id, end);
+			c->sb->alert_id = 0;
+		}
 	}
 	if (send_ack(s, c, last) < 0)
 		return -1;
@@ -542,8 +549,8 @@ static void tick(struct server *s)
 			continue;
 		if (b->alert_id) {
 			sl_store_alert_close(s->st, b->alert_id, now);
-			if (!strcmp(b->state, "blind"))
-				s->blind_seconds += (double)(now - b->last_frame_ns) / 1e9;
+			if (!strcmp(b->state, "blind") && b->blind_since_ns)
+				s->blind_seconds += (double)(now - b->blind_since_ns) / 1e9;
 			logf_(s, "sandbox %s: %s ended", b->id, b->state);
 			b->alert_id = 0;
 		}
@@ -558,6 +565,8 @@ static void tick(struct server *s)
 				snprintf(detail, sizeof(detail), "events arrive %lld ms after the action (allowed %u ms)",
 					 (long long)(b->delay_ns / 1000000), s->cfg->max_delay_ms);
 			int64_t start = !strcmp(want, "blind") ? b->last_frame_ns : now;
+			if (!strcmp(want, "blind"))
+				b->blind_since_ns = b->last_frame_ns;
 			b->alert_id = sl_store_alert_open(s->st, b->id, want, !strcmp(b->risk, "high") ? "critical" : "warning",
 							  start, detail);
 			logf_(s, "sandbox %s: %s (%s)", b->id, want, detail);

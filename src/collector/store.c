@@ -22,6 +22,7 @@
 #define BUSY_TIMEOUT_MS	 5000
 #define CACHE_KIB	 32768 /* page cache of the connection */
 #define CHECKPOINT_PAGES 1000  /* wake the checkpointer when the WAL holds this many pages */
+#define CHECKPOINT_HELP	 16384 /* the writer completes the checkpoint itself past this (64 MiB) */
 #define CHECKPOINT_FORCE 65536 /* the writer checkpoints itself (RESTART) past this (256 MiB) */
 #define WAL_SIZE_LIMIT	 (64 << 20)
 
@@ -414,10 +415,13 @@ rollback:
  * SQLite's automatic checkpoint runs inside the COMMIT that crosses the threshold: it copies the
  * WAL into the database and fsyncs both, and the writer waits for the disk. Here the commit only
  * wakes a checkpointer thread (its own connection, started on first need), which runs PASSIVE
- * checkpoints while the writer goes on appending to the WAL. If the WAL still grows past
- * CHECKPOINT_FORCE pages (the checkpointer cannot keep up, or a reader pins the WAL), or the thread
- * could not be started, the writer checkpoints itself, as SQLite would. A failed checkpoint loses
- * nothing: the pages stay in the WAL and the next checkpoint copies them. */
+ * checkpoints while the writer goes on appending to the WAL. The WAL starts over only when a
+ * write transaction begins with every frame copied; the checkpointer, always a few commits behind,
+ * may never see that moment. So past CHECKPOINT_HELP pages the writer runs a PASSIVE checkpoint
+ * itself between two transactions (cheap: the checkpointer has copied most of it), and past
+ * CHECKPOINT_FORCE pages (a reader pins the WAL) a RESTART; if the thread could not be started,
+ * the writer checkpoints itself as SQLite would. A failed checkpoint loses nothing: the pages stay
+ * in the WAL and a later checkpoint copies them. */
 
 static void *ckpt_main(void *arg)
 {
@@ -451,7 +455,7 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 	struct sl_store *s = arg;
 	if (pages < CHECKPOINT_PAGES)
 		return SQLITE_OK;
-	bool inline_ckpt = pages >= CHECKPOINT_FORCE;
+	bool inline_ckpt = pages >= CHECKPOINT_HELP;
 	pthread_mutex_lock(&s->ckpt_mu);
 	if (!s->ckpt_started && !s->ckpt_failed) {
 		sigset_t all, old;
@@ -463,11 +467,14 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 			s->ckpt_failed = true;
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
-	if (s->ckpt_failed)
+	if (s->ckpt_failed) {
 		inline_ckpt = true;
-	else
+	} else if (!inline_ckpt) {
+		/* Past CHECKPOINT_HELP the thread is left alone, so that it finishes its pass and
+		 * lets go of the checkpoint lock for the writer's own checkpoint. */
 		s->ckpt_want = true;
-	pthread_cond_signal(&s->ckpt_cv);
+		pthread_cond_signal(&s->ckpt_cv);
+	}
 	pthread_mutex_unlock(&s->ckpt_mu);
 	if (inline_ckpt) /* the commit happened; a failed checkpoint is retried on a later commit */
 		sqlite3_wal_checkpoint_v2(db, name,

@@ -14,6 +14,9 @@
  * Threads: a struct sl_store is one SQLite connection (opened SQLITE_OPEN_NOMUTEX) with cached
  * statements: use it from one thread at a time. Several stores (threads, processes) may open the same
  * file: readers never block the writer (WAL); writers queue for up to 5 s (busy_timeout), then -EBUSY.
+ * A store that writes starts one checkpointer thread of its own (all signals blocked; joined by
+ * sl_store_close), so that WAL checkpoints and their fsyncs do not stall the writer. The first
+ * sl_store_open turns SQLite's memory statistics off for the process (SQLITE_CONFIG_MEMSTATUS).
  *
  * Times are nanoseconds since the epoch. A time that is NULL in the database (not ended, no frame
  * or heartbeat yet) reads back as 0, so an end time (sl_store_end, sl_store_alert_close) and a
@@ -29,8 +32,10 @@
 
 struct sl_store;
 
-/* Open (creating if absent, mode 0600) the database at path; set journal_mode=WAL,
- * synchronous=NORMAL, foreign_keys=ON, busy_timeout=5000; create the schema if the file has none.
+/* Open (creating if absent, mode 0600) the database file at path (not ":memory:" nor a "file:" URI:
+ * -EINVAL); set journal_mode=WAL, synchronous=NORMAL, foreign_keys=ON, busy_timeout=5000; create
+ * the schema if the file has none. A file with tables but no schema version, or another
+ * application_id, is refused with -EPROTO.
  * A database whose user_version is newer than SL_STORE_SCHEMA_VERSION is refused with -EPROTO;
  * a file that is not a database gives -EBADMSG. On failure *out is NULL and the message is
  * sl_store_errmsg(NULL) (per thread). */
