@@ -41,7 +41,10 @@ struct sl_exporter {
 	_Atomic int64_t last_answer_ns;
 	uint8_t *rbuf;
 	size_t rlen;
+	char *scanbuf;
+	char *linebuf; /* one record line read back, LINEBUF bytes */
 };
+#define LINEBUF (1u << 20)
 
 int sl_addr_parse(const char *addr, struct sockaddr_storage *ss)
 {
@@ -82,9 +85,10 @@ int sl_addr_parse(const char *addr, struct sockaddr_storage *ss)
 static int scan(struct sl_exporter *e)
 {
 	enum { SCAN_BUF = (1 << 20) + 65536 };
-	static __thread char *buf;
-	if (!buf && !(buf = malloc(SCAN_BUF)))
+	/* One buffer per exporter, used by its thread and, after it is joined, by finish. */
+	if (!e->scanbuf && !(e->scanbuf = malloc(SCAN_BUF)))
 		return -ENOMEM;
+	char *buf = e->scanbuf;
 	for (;;) {
 		ssize_t n = pread(e->rfd, buf, SCAN_BUF, (off_t)e->scan_off);
 		if (n < 0)
@@ -295,12 +299,12 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 			/* One batch of whole lines, read back from the record. */
 			sl_frame_events_reset(batch);
 			uint64_t seq = exported;
-			static __thread char line[1 << 20];
+			char *line = e->linebuf;
 			while (seq < e->n_lines && batch->count < BATCH_LINES && batch->len < BATCH_BYTES) {
 				uint64_t off = e->offs[seq];
 				uint64_t end = seq + 1 < e->n_lines ? e->offs[seq + 1] : e->scan_off;
 				size_t ll = (size_t)(end - off);
-				if (ll < 2 || ll > sizeof(line)) {
+				if (ll < 2 || ll > LINEBUF) {
 					r = -EBADMSG;
 					goto out;
 				}
@@ -340,10 +344,11 @@ static void *run(void *arg)
 	struct sl_exporter *e = arg;
 	uint8_t *wbuf = malloc(SL_FRAME_MAX_FRAME);
 	e->rbuf = malloc(SL_FRAME_MAX_FRAME);
+	e->linebuf = malloc(LINEBUF);
 	struct sl_frame_events_buf batch;
 	sl_frame_events_init(&batch);
 	unsigned backoff_ms = 50;
-	while (wbuf && e->rbuf) {
+	while (wbuf && e->rbuf && e->linebuf) {
 		pthread_mutex_lock(&e->mu);
 		bool stop = e->stop;
 		pthread_mutex_unlock(&e->mu);
@@ -455,6 +460,8 @@ joined:;
 	close(e->rfd);
 	free(e->offs);
 	free(e->rbuf);
+	free(e->scanbuf);
+	free(e->linebuf);
 	pthread_mutex_destroy(&e->mu);
 	pthread_cond_destroy(&e->cond);
 	free(e);
