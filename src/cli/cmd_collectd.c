@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "collector/server.h"
 #include "collector/store.h"
+#include "common/json.h"
 #include "common/util.h"
 
 #define DEFAULT_SOCK   "unix:/run/sightline/collector.sock"
@@ -186,14 +187,29 @@ static int health_cb(void *arg, const struct sl_store_health *h)
 	char since[32], hb[32];
 	fmt_time(h->state_since_ns, since, sizeof(since));
 	fmt_time(h->last_heartbeat_ns, hb, sizeof(hb));
-	if (r->json)
-		printf("{\"sandbox_id\":\"%s\",\"tenant\":\"%s\",\"task\":\"%s\",\"risk_class\":\"%s\",\"state\":\"%s\","
-		       "\"state_since_ns\":%" PRId64 ",\"last_heartbeat_ns\":%" PRId64 ",\"last_seq\":%" PRIu64
-		       ",\"recorded\":%" PRIu64 ",\"acked\":%" PRIu64 ",\"backlog\":%" PRIu64 ",\"dropped\":%" PRIu64 "}\n",
-		       h->binding.sandbox_id, h->binding.tenant ? h->binding.tenant : "",
-		       h->binding.task ? h->binding.task : "", h->binding.risk_class ? h->binding.risk_class : "",
-		       h->state, h->state_since_ns, h->last_heartbeat_ns, h->last_seq, h->counters.recorded,
-		       h->counters.acked, h->counters.backlog, h->counters.dropped);
+	if (r->json) {
+		/* Every string through the JSON writer: tenant or task names are the launcher's, but
+		 * they may hold quotes or backslashes. */
+		struct sl_json j;
+		sl_json_init(&j);
+		sl_json_obj_open(&j, NULL);
+		sl_json_str(&j, "sandbox_id", h->binding.sandbox_id, 0);
+		sl_json_str(&j, "tenant", h->binding.tenant ? h->binding.tenant : "", 0);
+		sl_json_str(&j, "task", h->binding.task ? h->binding.task : "", 0);
+		sl_json_str(&j, "risk_class", h->binding.risk_class ? h->binding.risk_class : "", 0);
+		sl_json_str(&j, "state", h->state, 0);
+		sl_json_int(&j, "state_since_ns", h->state_since_ns);
+		sl_json_int(&j, "last_heartbeat_ns", h->last_heartbeat_ns);
+		sl_json_uint(&j, "last_seq", h->last_seq);
+		sl_json_uint(&j, "recorded", h->counters.recorded);
+		sl_json_uint(&j, "acked", h->counters.acked);
+		sl_json_uint(&j, "backlog", h->counters.backlog);
+		sl_json_uint(&j, "dropped", h->counters.dropped);
+		sl_json_obj_close(&j);
+		if (!sl_json_error(&j))
+			printf("%s\n", j.buf);
+		sl_json_free(&j);
+	}
 	else
 		printf("%-32s %-10s %-12s %-6s %-8s since %s  heartbeat %s  seq %" PRIu64 "  backlog %" PRIu64 "\n",
 		       h->binding.sandbox_id, h->binding.tenant ? h->binding.tenant : "-",
@@ -209,11 +225,22 @@ static int alert_cb(void *arg, const struct sl_store_alert *a)
 	char st[32], en[32];
 	fmt_time(a->started_ns, st, sizeof(st));
 	fmt_time(a->ended_ns, en, sizeof(en));
-	if (r->json)
-		printf("{\"id\":%" PRId64 ",\"sandbox_id\":\"%s\",\"kind\":\"%s\",\"severity\":\"%s\",\"started_ns\":%" PRId64
-		       ",\"ended_ns\":%" PRId64 ",\"detail\":\"%s\"}\n",
-		       a->id, a->sandbox_id ? a->sandbox_id : "", a->kind, a->severity, a->started_ns, a->ended_ns,
-		       a->detail ? a->detail : "");
+	if (r->json) {
+		struct sl_json j;
+		sl_json_init(&j);
+		sl_json_obj_open(&j, NULL);
+		sl_json_int(&j, "id", a->id);
+		sl_json_str(&j, "sandbox_id", a->sandbox_id ? a->sandbox_id : "", 0);
+		sl_json_str(&j, "kind", a->kind, 0);
+		sl_json_str(&j, "severity", a->severity, 0);
+		sl_json_int(&j, "started_ns", a->started_ns);
+		sl_json_int(&j, "ended_ns", a->ended_ns);
+		sl_json_str(&j, "detail", a->detail ? a->detail : "", 0);
+		sl_json_obj_close(&j);
+		if (!sl_json_error(&j))
+			printf("%s\n", j.buf);
+		sl_json_free(&j);
+	}
 	else
 		printf("#%-4" PRId64 " %-8s %-8s %-32s %s -> %s  %s\n", a->id, a->kind, a->severity,
 		       a->sandbox_id ? a->sandbox_id : "-", st, a->ended_ns ? en : "open", a->detail ? a->detail : "");
