@@ -70,3 +70,18 @@ expect_result() { # ACTION ERRNO_NAME|OK EXPECTED_EXIT
 expect_verified() {
 	"$SL_BIN" verify "$REC" >/dev/null || fail "record does not verify: $("$SL_BIN" verify "$REC")"
 }
+
+# Start `sightline collectd` in the background and wait until it serves:
+#   collectd_bg SOCK DB SECRET [ARGS...]   (sets BG_PID; the log goes to $SL_TMP/collectd.log)
+collectd_bg() {
+	local sock=$1 db=$2 secret=$3
+	shift 3
+	"$SL_BIN" collectd --listen "unix:$sock" --db "$db" --secret "$secret" "$@" >>"$SL_TMP/collectd.log" 2>&1 &
+	BG_PID=$!
+	for _ in $(seq 1 100); do
+		[ -S "$sock" ] && grep -q 'collector ready' "$SL_TMP/collectd.log" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	cat "$SL_TMP/collectd.log"
+	fail "collector did not start"
+}

@@ -1,22 +1,15 @@
 # The collector (issue 3, first part): authenticated streaming from the supervisor into SQLite,
 # resume after a collector outage with nothing lost or duplicated, and the blind interval alerted.
 
-# Start a collector in the background: collector_start NAME [EXTRA ARGS]. Sets COLL_PID, COLL_ADDR,
+# Start a collector in the background: collector_start [EXTRA ARGS]. Sets COLL_PID, COLL_ADDR,
 # COLL_DB, COLL_SECRET.
 collector_start() {
 	COLL_ADDR=unix:$SL_TMP/collector.sock
 	COLL_DB=$SL_TMP/collector.db
 	COLL_SECRET=$SL_TMP/collector.secret
 	COLL_ADMIN=unix:$SL_TMP/admin.sock
-	"$SL_BIN" collectd --listen "$COLL_ADDR" --db "$COLL_DB" --secret "$COLL_SECRET" --admin "$COLL_ADMIN" "$@" \
-		>>"$SL_TMP/collectd.log" 2>&1 &
-	COLL_PID=$!
-	for _ in $(seq 1 100); do
-		[ -S "$SL_TMP/collector.sock" ] && grep -q 'collector ready' "$SL_TMP/collectd.log" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	cat "$SL_TMP/collectd.log"
-	fail "collector did not start"
+	collectd_bg "$SL_TMP/collector.sock" "$COLL_DB" "$COLL_SECRET" --admin "$COLL_ADMIN" "$@"
+	COLL_PID=$BG_PID
 }
 collector_stop() { kill "$COLL_PID" 2>/dev/null || true; wait "$COLL_PID" 2>/dev/null || true; }
 

@@ -3,22 +3,15 @@
 # its own fresh connection, between valid sessions of one sandbox; every case must be refused and
 # counted under its reason, nothing of it stored, and the collector must keep serving.
 
-# Start a collector in the background (a copy of collector_start, so this file stands alone). Sets
+# Start a collector in the background (collectd_bg from tests/lib.sh). Sets
 # HC_PID, HC_SOCK, HC_DB, HC_SECRET. The master secret is a fresh random one.
 hostile_collector_start() {
 	HC_SOCK=$SL_TMP/hostile.sock
 	HC_DB=$SL_TMP/hostile.db
 	HC_SECRET=$SL_TMP/hostile.secret
 	(umask 077 && head -c 32 /dev/urandom >"$HC_SECRET")
-	"$SL_BIN" collectd --listen "unix:$HC_SOCK" --db "$HC_DB" --secret "$HC_SECRET" \
-		>>"$SL_TMP/collectd.log" 2>&1 &
-	HC_PID=$!
-	for _ in $(seq 1 100); do
-		[ -S "$HC_SOCK" ] && grep -q 'collector ready' "$SL_TMP/collectd.log" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	cat "$SL_TMP/collectd.log"
-	fail "collector did not start"
+	collectd_bg "$HC_SOCK" "$HC_DB" "$HC_SECRET"
+	HC_PID=$BG_PID
 }
 hostile_collector_stop() { kill "$HC_PID" 2>/dev/null || true; wait "$HC_PID" 2>/dev/null || true; }
 
