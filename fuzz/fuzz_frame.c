@@ -156,19 +156,22 @@ static void mode_hello(const uint8_t *buf, size_t len)
 	if (len)
 		memcpy(fr + SL_FRAME_HDR_LEN, buf, len);
 	memset(fr + SL_FRAME_HDR_LEN + len, 0, SL_FRAME_TAG_LEN);
-	char id[SL_FRAME_SANDBOX_ID_LEN + 1];
+	char id[SL_FRAME_SANDBOX_ID_LEN + 1], kid[SL_FRAME_KEY_ID_LEN + 1];
 	enum sl_frame_reject rej;
-	int pr = sl_frame_peek_hello(fr, sl_frame_encoded_len(SL_FRAME_HELLO, len), id, &rej);
+	int pr = sl_frame_peek_hello(fr, sl_frame_encoded_len(SL_FRAME_HELLO, len), id, kid, &rej);
 	free(fr);
 	if (len > SL_FRAME_MAX_PAYLOAD)
 		CHECK(pr == -EBADMSG && rej == SL_FRAME_REJECT_OVERSIZE);
 	else if (r == 0)
-		CHECK(pr == 0 && !strcmp(id, h.sandbox_id));
+		CHECK(pr == 0 && !strcmp(id, h.sandbox_id) && !strcmp(kid, h.key_id));
 	else
 		CHECK(pr == -EBADMSG && rej == SL_FRAME_REJECT_BAD_PAYLOAD);
 	if (r != 0)
 		return;
 	CHECK(sl_frame_sandbox_id_valid(h.sandbox_id));
+	/* the verdict on a failed tag is one of the two, whatever key id the HELLO claims */
+	enum sl_frame_reject v = sl_frame_hello_tag_verdict(fz_key, h.key_id);
+	CHECK(v == SL_FRAME_REJECT_BAD_TAG || v == SL_FRAME_REJECT_WRONG_KEY);
 	char out[SL_FRAME_HELLO_MAX];
 	int n = sl_frame_hello_build(&h, out, sizeof(out));
 	CHECK(n > 0 && (size_t)n < sizeof(out));

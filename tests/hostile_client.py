@@ -15,7 +15,8 @@ Usage: hostile_client.py SOCKET SECRET STATE CASE
     valid N [end]        a valid session: HELLO, EVENTS with N new lines (the first ever one is
                          record.begin; with "end" the last one is record.end), HEARTBEAT, ACKs checked
     expected             print every line of the valid stream (what the collector must hold)
-    bad_magic truncated oversize replay skip wrong_key other_key other_sandbox bad_line
+    bind_b               a valid HELLO for sandbox B only (so B's key id is known)
+    bad_magic truncated oversize replay skip wrong_key other_key tampered other_sandbox bad_line
     out_of_order duplicate
                          one hostile case each (see the functions below)
 Prints one JSON object with what was observed ("frames": what the collector sent after the
@@ -32,7 +33,7 @@ import struct
 import sys
 import time
 
-MAGIC = 0x31464C53  # b"SLF1" little-endian
+MAGIC = 0x32464C53  # b"SLF2" little-endian (protocol version 2)
 T_CHALLENGE, T_HELLO, T_EVENTS, T_HEARTBEAT, T_ACK, T_ERROR = 1, 2, 3, 4, 5, 6
 TYPE_NAMES = {1: "challenge", 2: "hello", 3: "events", 4: "heartbeat", 5: "ack", 6: "error"}
 MAX_PAYLOAD = 1 << 20
@@ -53,6 +54,11 @@ def derive_key(master, sandbox_id):
     return hmac.new(master, b"sightline/v1/sandbox-key/" + sandbox_id.encode(), hashlib.sha256).digest()
 
 
+def key_id(key):
+    """The key's public fingerprint carried in the HELLO: 8 bytes of HMAC(K, "sightline key id v1")."""
+    return hmac.new(key, b"sightline key id v1", hashlib.sha256).digest()[:8].hex()
+
+
 def frame(key, challenge, ftype, seq, payload, flags=0, reserved=0, length=None):
     hdr = HDR.pack(MAGIC, ftype, flags, reserved, len(payload) if length is None else length, seq)
     if ftype == T_CHALLENGE:
@@ -69,14 +75,17 @@ def events_payload(lines):
     return b"".join(out)
 
 
-def hello_payload(sandbox_id, resume):
-    return json.dumps({"sandbox_id": sandbox_id, "identity": IDENTITY, "risk_class": "low",
+def hello_payload(sandbox_id, resume, key):
+    return json.dumps({"sandbox_id": sandbox_id, "key_id": key_id(key), "identity": IDENTITY, "risk_class": "low",
                        "control": "/run/sightline/hostile-test.sock", "resume": resume},
                       separators=(",", ":")).encode()
 
 
+DROPPED = 5  # what the valid sessions' heartbeats report as dropped (the collector's /metrics sums it)
+
+
 def heartbeat_payload(n):
-    return json.dumps({"emitted": n, "recorded": n, "exported": n, "acked": n, "dropped": 0, "backlog": 0},
+    return json.dumps({"emitted": n, "recorded": n, "exported": n, "acked": n, "dropped": DROPPED, "backlog": 0},
                       separators=(",", ":")).encode()
 
 
@@ -257,7 +266,7 @@ class State:
 def hello(conn, st, resume=None):
     """A valid HELLO for sandbox A; the collector must ACK the stored head."""
     r = st.last > 0 if resume is None else resume
-    conn.send(conn.build(T_HELLO, hello_payload(st.d["sid_a"], r)))
+    conn.send(conn.build(T_HELLO, hello_payload(st.d["sid_a"], r, conn.key)))
     conn.expect_ack(st.last, "HELLO")
 
 
@@ -302,9 +311,9 @@ def case_valid(sock, master, st, args):
 
 def case_bad_magic(sock, master, st, args):
     c = Conn(sock, master, st.d["sid_a"])
-    # A whole plausible HELLO, but with "SLF2" instead of "SLF1".
-    good = c.build(T_HELLO, hello_payload(st.d["sid_a"], True))
-    c.send(b"SLF2" + good[4:])
+    # A whole plausible HELLO, but with version 1's "SLF1" instead of "SLF2".
+    good = c.build(T_HELLO, hello_payload(st.d["sid_a"], True, c.key))
+    c.send(b"SLF1" + good[4:])
     frames, eof = c.drain()
     return result(frames, eof)
 
@@ -357,8 +366,8 @@ def case_skip(sock, master, st, args):
 def case_wrong_key(sock, master, st, args):
     c = Conn(sock, master, st.d["sid_a"])
     other_master = os.urandom(32)
-    key = derive_key(other_master, st.d["sid_a"])
-    c.send(c.build(T_HELLO, hello_payload(st.d["sid_a"], True), key=key))
+    key = derive_key(other_master, st.d["sid_a"])  # a key no sandbox of this collector has
+    c.send(c.build(T_HELLO, hello_payload(st.d["sid_a"], True, key), key=key))
     frames, eof = c.drain()
     return result(frames, eof)
 
@@ -366,9 +375,29 @@ def case_wrong_key(sock, master, st, args):
 def case_other_key(sock, master, st, args):
     c = Conn(sock, master, st.d["sid_a"])
     key_b = derive_key(master, st.d["sid_b"])  # a real key, of the collector's master, for sandbox B
-    c.send(c.build(T_HELLO, hello_payload(st.d["sid_a"], True), key=key_b))
+    c.send(c.build(T_HELLO, hello_payload(st.d["sid_a"], True, key_b), key=key_b))
     frames, eof = c.drain()
     return result(frames, eof)
+
+
+def case_tampered(sock, master, st, args):
+    # A's HELLO with A's own key and key id, one byte of the payload changed after tagging.
+    c = Conn(sock, master, st.d["sid_a"])
+    f = bytearray(c.build(T_HELLO, hello_payload(st.d["sid_a"], True, c.key)))
+    i = f.index(b"hostile-test.sock")
+    f[i] = ord("H")  # still a valid HELLO, of the same length; the tag no longer matches
+    c.send(bytes(f))
+    frames, eof = c.drain()
+    return result(frames, eof)
+
+
+def case_bind_b(sock, master, st, args):
+    # A valid HELLO for sandbox B and nothing else: B is bound (the collector knows its key id).
+    c = Conn(sock, master, st.d["sid_b"])
+    c.send(c.build(T_HELLO, hello_payload(st.d["sid_b"], False, c.key)))
+    c.expect_ack(0, "HELLO of B")
+    c.close()
+    return {"bound": st.d["sid_b"]}
 
 
 def line_case(sock, master, st, lines):

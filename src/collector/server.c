@@ -30,6 +30,7 @@
 #define MAX_CONNS     1024
 #define MAX_SANDBOXES 4096
 #define MAX_BATCH     SL_FRAME_EVENTS_MAX
+#define MAX_KEY_IDS   65536 /* key ids of bound sandboxes remembered to name other-sandbox keys */
 
 struct sandbox {
 	char id[33];
@@ -63,6 +64,13 @@ struct server {
 	struct sl_store_event *batch;
 	uint8_t *wbuf;
 	int n_conns;
+	/* The key id (sl_frame_key_id) of every sandbox bound in the store, newest last (a ring once
+	 * full), so a HELLO tagged with another sandbox's key is told apart from an unknown key. */
+	struct known_key {
+		char key_id[SL_FRAME_KEY_ID_LEN + 1];
+		char sandbox_id[SL_FRAME_SANDBOX_ID_LEN + 1];
+	} *key_ids;
+	size_t n_key_ids, key_ids_next;
 	/* counters for /metrics */
 	uint64_t events_received, frames_received, duplicates;
 	double blind_seconds;
@@ -190,7 +198,7 @@ static void conn_close(struct server *s, struct conn *c)
 
 struct known {
 	const struct sl_frame_hello *h;
-	bool found, same;
+	bool found, same, ended;
 };
 
 static bool eq(const char *a, const char *b)
@@ -203,18 +211,61 @@ static int known_cb(void *arg, const struct sl_store_health *hl)
 	struct known *k = arg;
 	const struct sl_store_binding *b = &hl->binding;
 	k->found = true;
+	k->ended = hl->binding.ended_ns != 0 || !strcmp(hl->state, "ended");
 	k->same = eq(b->tenant, k->h->tenant) && eq(b->agent, k->h->agent) && eq(b->task, k->h->task) &&
 		  eq(b->version, k->h->version) && eq(b->credential_ref, k->h->credential_ref) &&
 		  eq(b->risk_class, k->h->risk_class);
 	return 1;
 }
 
+/* Remember a bound sandbox's key id (ring of MAX_KEY_IDS). */
+static void key_id_remember(struct server *s, const char *sandbox_id)
+{
+	uint8_t key[SL_FRAME_KEY_LEN];
+	char kid[SL_FRAME_KEY_ID_LEN + 1];
+	if (!s->key_ids || sl_frame_derive_key(s->cfg->master, sandbox_id, key) < 0)
+		return;
+	int r = sl_frame_key_id(key, kid);
+	explicit_bzero(key, sizeof(key));
+	if (r < 0)
+		return;
+	for (size_t i = 0; i < s->n_key_ids; i++)
+		if (!strcmp(s->key_ids[i].sandbox_id, sandbox_id))
+			return;
+	struct known_key *k = &s->key_ids[s->key_ids_next];
+	memcpy(k->key_id, kid, sizeof(kid));
+	snprintf(k->sandbox_id, sizeof(k->sandbox_id), "%s", sandbox_id);
+	s->key_ids_next = (s->key_ids_next + 1) % MAX_KEY_IDS;
+	if (s->n_key_ids < MAX_KEY_IDS)
+		s->n_key_ids++;
+}
+
+static int key_id_load_cb(void *arg, const struct sl_store_health *h)
+{
+	key_id_remember(arg, h->binding.sandbox_id);
+	return 0;
+}
+
+/* Why a HELLO's tag failed: the key id it claims is the claimed sandbox's key's (bad_tag: the
+ * frame was changed, or replayed from another connection), another bound sandbox's
+ * (other_sandbox_key), or nobody's we know (wrong_key). */
+static enum sl_frame_reject hello_key_verdict(struct server *s, const uint8_t key[SL_FRAME_KEY_LEN], const char *sid,
+					     const char *kid)
+{
+	if (sl_frame_hello_tag_verdict(key, kid) == SL_FRAME_REJECT_BAD_TAG)
+		return SL_FRAME_REJECT_BAD_TAG;
+	for (size_t i = 0; i < s->n_key_ids; i++)
+		if (!strcmp(s->key_ids[i].key_id, kid) && strcmp(s->key_ids[i].sandbox_id, sid) != 0)
+			return SL_FRAME_REJECT_OTHER_SANDBOX_KEY;
+	return SL_FRAME_REJECT_WRONG_KEY;
+}
+
 /* Returns 0 to keep the connection, 1 to wait for more bytes, -1 to drop it. */
 static int on_hello(struct server *s, struct conn *c, size_t *used)
 {
-	char sid[SL_FRAME_SANDBOX_ID_LEN + 1];
+	char sid[SL_FRAME_SANDBOX_ID_LEN + 1], kid[SL_FRAME_KEY_ID_LEN + 1];
 	enum sl_frame_reject why = SL_FRAME_REJECT_NONE;
-	int r = sl_frame_peek_hello(c->rbuf, c->rlen, sid, &why);
+	int r = sl_frame_peek_hello(c->rbuf, c->rlen, sid, kid, &why);
 	if (r == -EAGAIN)
 		return 1;
 	if (r < 0) {
@@ -227,19 +278,29 @@ static int on_hello(struct server *s, struct conn *c, size_t *used)
 		return -1;
 	}
 	sl_frame_ctx_set_key(&c->ctx, key);
-	explicit_bzero(key, sizeof(key));
 	struct sl_frame f;
 	r = sl_frame_decode(c->rbuf, c->rlen, &c->ctx, &f, used);
-	if (r == -EAGAIN)
+	if (r == -EAGAIN) {
+		explicit_bzero(key, sizeof(key));
 		return 1;
+	}
 	if (r < 0) {
-		/* A HELLO signed with another key: wrong key, or another sandbox's key. */
-		reject(s, sl_frame_reject_name(f.reject));
+		/* A HELLO signed with another key: the key id it carries says whose (a wrong key, or
+		 * another sandbox's), or, if it is the claimed sandbox's, that the frame was changed. */
+		enum sl_frame_reject v = f.reject;
+		if (v == SL_FRAME_REJECT_BAD_TAG)
+			v = hello_key_verdict(s, key, sid, kid);
+		explicit_bzero(key, sizeof(key));
+		reject(s, sl_frame_reject_name(v));
 		return -1;
 	}
+	explicit_bzero(key, sizeof(key));
 	sl_frame_ctx_accept(&c->ctx, &f);
 	struct sl_frame_hello h;
-	if (sl_frame_hello_parse(f.payload, f.payload_len, &h) < 0 || strcmp(h.sandbox_id, sid) != 0) {
+	if (sl_frame_hello_parse(f.payload, f.payload_len, &h) < 0 || strcmp(h.sandbox_id, sid) != 0 ||
+	    sl_frame_hello_tag_verdict(c->ctx.key, h.key_id) != SL_FRAME_REJECT_BAD_TAG) {
+		/* Authentic, but its key id is not its own key's: refused, so a stored fingerprint and
+		 * the verdicts built on key ids can be trusted. */
 		reject(s, "bad_payload");
 		return -1;
 	}
@@ -254,6 +315,7 @@ static int on_hello(struct server *s, struct conn *c, size_t *used)
 				     .risk_class = h.risk_class,
 				     .runtime = "native",
 				     .control = h.control,
+				     .key_fingerprint = h.key_id,
 				     .started_ns = sl_now_realtime_ns()};
 	uint64_t last = 0;
 	char head[SL_STORE_HASH_LEN + 1];
@@ -266,22 +328,38 @@ static int on_hello(struct server *s, struct conn *c, size_t *used)
 		send_error(s, c, SL_FRAME_ERR_UNAUTHORIZED, "identity differs from the sandbox's binding");
 		return -1;
 	}
-	if (r >= 0 && !k.found)
-		r = sl_store_bind(s->st, &b);
+	if (r >= 0 && !k.found) {
+		/* A revoked credential reference binds no new sandbox. A sandbox bound before the
+		 * revocation keeps delivering: its remaining evidence (the revocation itself, its end)
+		 * must still arrive. */
+		int rv = sl_store_is_revoked(s->st, h.credential_ref);
+		if (rv == 1) {
+			char msg[SL_FRAME_ERROR_MSG_MAX];
+			snprintf(msg, sizeof(msg), "credential reference %.200s is revoked", h.credential_ref);
+			reject(s, "revoked_credential");
+			send_error(s, c, SL_FRAME_ERR_REVOKED, msg);
+			logf_(s, "sandbox %s refused: %s", sid, msg);
+			return -1;
+		}
+		r = rv < 0 ? rv : sl_store_bind(s->st, &b);
+		if (r >= 0)
+			key_id_remember(s, sid);
+	}
 	if (r < 0) {
 		reject(s, "store_error");
 		send_error(s, c, SL_FRAME_ERR_INTERNAL, "cannot store the binding");
-		return -1;
-	}
-	if (sl_store_is_revoked(s->st, h.credential_ref) == 1) {
-		reject(s, "revoked");
-		send_error(s, c, SL_FRAME_ERR_REVOKED, "credential revoked");
 		return -1;
 	}
 	struct sandbox *sb = sandbox_get(s, sid);
 	if (!sb) {
 		reject(s, "too_many_sandboxes");
 		return -1;
+	}
+	if (k.found && k.ended && !sb->ended) {
+		/* A complete record delivered again (sightline export after a restart): the sandbox has
+		 * ended; its silence after this connection is not blindness. */
+		sb->ended = true;
+		snprintf(sb->state, sizeof(sb->state), "ended");
 	}
 	snprintf(sb->risk, sizeof(sb->risk), "%s", h.risk_class);
 	snprintf(sb->control, sizeof(sb->control), "%s", h.control);
@@ -803,6 +881,8 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 	 * evidence, so the time the collector itself was down counts as blind, not as nothing. */
 	struct sl_store_filter running = {0};
 	sl_store_each_health(s->st, &running, load_cb, s);
+	s->key_ids = calloc(MAX_KEY_IDS, sizeof(*s->key_ids));
+	sl_store_each_health(s->st, &running, key_id_load_cb, s);
 	int lfds[SL_COLLECTD_MAX_LISTEN];
 	for (int i = 0; i < cfg->n_listen; i++) {
 		lfds[i] = listen_on(s, cfg->listen[i]);
@@ -879,6 +959,7 @@ out:
 	sl_store_close(s->st);
 	free(s->batch);
 	free(s->wbuf);
+	free(s->key_ids);
 	free(s);
 	return r;
 }

@@ -39,6 +39,9 @@ struct sl_exporter {
 	/* shared counters */
 	_Atomic uint64_t exported, acked, connects, failures;
 	_Atomic int64_t last_answer_ns;
+	/* the collector's last ERROR (under mu) */
+	uint16_t error_code;
+	char error_msg[SL_FRAME_ERROR_MSG_MAX + 1];
 	uint8_t *rbuf;
 	size_t rlen;
 	char *scanbuf;
@@ -205,6 +208,10 @@ static int recv_frames(struct sl_exporter *e, int fd, struct sl_frame_ctx *ctx, 
 		} else if (f.type == SL_FRAME_ERROR) {
 			/* The collector refused something (and acked what it has): resend from there. */
 			atomic_store(&e->exported, atomic_load(&e->acked));
+			pthread_mutex_lock(&e->mu);
+			e->error_code = f.error_code;
+			snprintf(e->error_msg, sizeof(e->error_msg), "%.*s", (int)f.error_msg_len, f.error_msg);
+			pthread_mutex_unlock(&e->mu);
 		}
 		memmove(e->rbuf, e->rbuf + used, e->rlen - used);
 		e->rlen -= used;
@@ -239,6 +246,8 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 	struct sl_frame_hello h;
 	memset(&h, 0, sizeof(h));
 	snprintf(h.sandbox_id, sizeof(h.sandbox_id), "%s", e->sandbox_id);
+	if ((r = sl_frame_key_id(e->cfg.key, h.key_id)) < 0)
+		goto out;
 	snprintf(h.tenant, sizeof(h.tenant), "%s", e->tenant);
 	snprintf(h.agent, sizeof(h.agent), "%s", e->agent);
 	snprintf(h.task, sizeof(h.task), "%s", e->task);
@@ -427,6 +436,10 @@ void sl_exporter_stats(struct sl_exporter *e, struct sl_exporter_stats *st)
 	st->connects = atomic_load(&e->connects);
 	st->send_failures = atomic_load(&e->failures);
 	st->last_answer_ns = atomic_load(&e->last_answer_ns);
+	pthread_mutex_lock(&e->mu);
+	st->error_code = e->error_code;
+	snprintf(st->error_msg, sizeof(st->error_msg), "%s", e->error_msg);
+	pthread_mutex_unlock(&e->mu);
 }
 
 int sl_exporter_finish(struct sl_exporter *e, unsigned timeout_ms, struct sl_exporter_stats *st)

@@ -30,6 +30,10 @@ struct sl_exporter_stats {
 	uint64_t connects;	/* successful connections (1 + reconnects) */
 	uint64_t send_failures; /* connections lost or refused */
 	int64_t last_answer_ns; /* monotonic time the collector last acknowledged anything */
+	/* The collector's last ERROR frame (0 and "" if none): e.g. SL_FRAME_ERR_REVOKED when it
+	 * refused to bind this sandbox because its credential reference is revoked. */
+	uint16_t error_code;
+	char error_msg[SL_FRAME_ERROR_MSG_MAX + 1];
 };
 
 struct sl_exporter;

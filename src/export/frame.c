@@ -15,6 +15,7 @@
 #include <sys/random.h>
 
 #define KEY_LABEL "sightline/v1/sandbox-key/"
+#define KEY_ID_LABEL "sightline key id v1"
 
 /* ---- little-endian helpers ---- */
 
@@ -58,6 +59,8 @@ static const char *const reject_names[SL_FRAME_REJECT_COUNT_] = {
     [SL_FRAME_REJECT_BAD_TAG] = "bad_tag",
     [SL_FRAME_REJECT_REPLAY] = "replay",
     [SL_FRAME_REJECT_BAD_PAYLOAD] = "bad_payload",
+    [SL_FRAME_REJECT_WRONG_KEY] = "wrong_key",
+    [SL_FRAME_REJECT_OTHER_SANDBOX_KEY] = "other_sandbox_key",
 };
 
 const char *sl_frame_reject_name(enum sl_frame_reject r)
@@ -162,6 +165,42 @@ int sl_frame_derive_key(const uint8_t master[SL_FRAME_MASTER_LEN], const char *s
 	    {sandbox_id, SL_FRAME_SANDBOX_ID_LEN},
 	};
 	return hmac_sha256(master, SL_FRAME_MASTER_LEN, pieces, SL_ARRAY_LEN(pieces), key);
+}
+
+static bool key_id_valid(const char *s)
+{
+	for (size_t i = 0; i < SL_FRAME_KEY_ID_LEN; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return s[SL_FRAME_KEY_ID_LEN] == '\0';
+}
+
+int sl_frame_key_id(const uint8_t key[SL_FRAME_KEY_LEN], char out[SL_FRAME_KEY_ID_LEN + 1])
+{
+	if (!key || !out)
+		return -EINVAL;
+	/* A MAC of a fixed label under K: equal for equal keys, and says nothing about K. */
+	const struct piece pieces[] = {{KEY_ID_LABEL, sizeof(KEY_ID_LABEL) - 1}};
+	uint8_t mac[32];
+	int r = hmac_sha256(key, SL_FRAME_KEY_LEN, pieces, SL_ARRAY_LEN(pieces), mac);
+	if (r < 0)
+		return r;
+	static const char hex[] = "0123456789abcdef";
+	for (size_t i = 0; i < SL_FRAME_KEY_ID_LEN / 2; i++) {
+		out[2 * i] = hex[mac[i] >> 4];
+		out[2 * i + 1] = hex[mac[i] & 15];
+	}
+	out[SL_FRAME_KEY_ID_LEN] = '\0';
+	return 0;
+}
+
+enum sl_frame_reject sl_frame_hello_tag_verdict(const uint8_t key[SL_FRAME_KEY_LEN], const char *claimed_key_id)
+{
+	char want[SL_FRAME_KEY_ID_LEN + 1];
+	if (!key || !claimed_key_id || sl_frame_key_id(key, want) < 0)
+		return SL_FRAME_REJECT_BAD_TAG;
+	/* Public values (a fingerprint sent in the clear): no constant-time compare needed. */
+	return strcmp(want, claimed_key_id) == 0 ? SL_FRAME_REJECT_BAD_TAG : SL_FRAME_REJECT_WRONG_KEY;
 }
 
 int sl_frame_ctx_init(struct sl_frame_ctx *ctx, enum sl_frame_role role, const uint8_t key[SL_FRAME_KEY_LEN])
@@ -449,7 +488,7 @@ int sl_frame_decode_eof(const uint8_t *buf, size_t len, const struct sl_frame_ct
 }
 
 int sl_frame_peek_hello(const uint8_t *buf, size_t len, char sandbox_id[SL_FRAME_SANDBOX_ID_LEN + 1],
-			enum sl_frame_reject *rej)
+			char key_id[SL_FRAME_KEY_ID_LEN + 1], enum sl_frame_reject *rej)
 {
 	if (!sandbox_id || !rej || (!buf && len))
 		return -EINVAL;
@@ -470,8 +509,11 @@ int sl_frame_peek_hello(const uint8_t *buf, size_t len, char sandbox_id[SL_FRAME
 	if (!h)
 		return -ENOMEM;
 	r = sl_frame_hello_parse(buf + SL_FRAME_HDR_LEN, plen, h);
-	if (r == 0)
+	if (r == 0) {
 		memcpy(sandbox_id, h->sandbox_id, sizeof(h->sandbox_id));
+		if (key_id)
+			memcpy(key_id, h->key_id, sizeof(h->key_id));
+	}
 	free(h);
 	if (r < 0) {
 		*rej = SL_FRAME_REJECT_BAD_PAYLOAD;
@@ -743,7 +785,7 @@ static bool get_str(struct json_object *o, const char *key, size_t min, size_t m
 	return true;
 }
 
-static const char *const hello_keys[] = {"sandbox_id", "identity", "risk_class", "control", "resume"};
+static const char *const hello_keys[] = {"sandbox_id", "key_id", "identity", "risk_class", "control", "resume"};
 static const char *const identity_keys[] = {"tenant", "agent", "task", "version", "credential_ref"};
 
 static bool risk_class_valid(const char *s)
@@ -773,6 +815,9 @@ int sl_frame_hello_parse(const uint8_t *p, size_t len, struct sl_frame_hello *ou
 	if (!get_str(o, "sandbox_id", SL_FRAME_SANDBOX_ID_LEN, SL_FRAME_SANDBOX_ID_LEN, out->sandbox_id,
 		     sizeof(out->sandbox_id)) ||
 	    !sl_frame_sandbox_id_valid(out->sandbox_id))
+		goto out;
+	if (!get_str(o, "key_id", SL_FRAME_KEY_ID_LEN, SL_FRAME_KEY_ID_LEN, out->key_id, sizeof(out->key_id)) ||
+	    !key_id_valid(out->key_id))
 		goto out;
 	if (!json_object_object_get_ex(o, "identity", &id) || !json_object_is_type(id, json_type_object) ||
 	    json_object_object_length(id) != (int)SL_ARRAY_LEN(identity_keys))
@@ -903,7 +948,7 @@ static bool hello_str_ok(const char *s, size_t min, size_t max)
 
 int sl_frame_hello_build(const struct sl_frame_hello *h, char *out, size_t cap)
 {
-	if (!h || !out || !sl_frame_sandbox_id_valid(h->sandbox_id) ||
+	if (!h || !out || !sl_frame_sandbox_id_valid(h->sandbox_id) || !key_id_valid(h->key_id) ||
 	    !hello_str_ok(h->risk_class, 1, sizeof(h->risk_class) - 1) || !risk_class_valid(h->risk_class) ||
 	    !hello_str_ok(h->control, 1, SL_FRAME_HELLO_STR_MAX))
 		return -EINVAL;
@@ -913,7 +958,8 @@ int sl_frame_hello_build(const struct sl_frame_hello *h, char *out, size_t cap)
 			return -EINVAL;
 	size_t pos = 0;
 	bool ok = put_raw(out, cap, &pos, "{\"sandbox_id\":") &&
-		  put_json_str(out, cap, &pos, h->sandbox_id) && put_raw(out, cap, &pos, ",\"identity\":{");
+		  put_json_str(out, cap, &pos, h->sandbox_id) && put_raw(out, cap, &pos, ",\"key_id\":") &&
+		  put_json_str(out, cap, &pos, h->key_id) && put_raw(out, cap, &pos, ",\"identity\":{");
 	for (size_t i = 0; ok && i < SL_ARRAY_LEN(idf); i++)
 		ok = put_raw(out, cap, &pos, i ? ",\"" : "\"") && put_raw(out, cap, &pos, identity_keys[i]) &&
 		     put_raw(out, cap, &pos, "\":") && put_json_str(out, cap, &pos, idf[i]);

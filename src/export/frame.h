@@ -1,7 +1,7 @@
 /* The frame codec of the export channel between a supervisor and the collector (docs/protocol.md).
  *
  * One frame: a 16-byte little-endian header
- *     u32 magic 0x31464c53 ("SLF1") | u8 type | u8 flags (0) | u16 reserved (0) |
+ *     u32 magic 0x32464c53 ("SLF2", protocol version 2) | u8 type | u8 flags (0) | u16 reserved (0) |
  *     u32 payload_len | u32 frame_seq
  * then payload_len bytes of payload, then (every type but CHALLENGE) a 32-byte tag
  *     tag = HMAC-SHA256(K, challenge(16) || header(16) || payload)
@@ -17,7 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SL_FRAME_MAGIC	       0x31464c53u /* bytes 'S','L','F','1' on the wire */
+/* Bytes 'S','L','F','2' on the wire: the magic is the protocol version (2: HELLO carries key_id). */
+#define SL_FRAME_MAGIC	       0x32464c53u
 #define SL_FRAME_HDR_LEN       16u
 #define SL_FRAME_TAG_LEN       32u
 #define SL_FRAME_KEY_LEN       32u
@@ -27,6 +28,7 @@
 /* Largest frame on the wire: header + payload + tag. A receive buffer of this size always suffices. */
 #define SL_FRAME_MAX_FRAME	(SL_FRAME_HDR_LEN + SL_FRAME_MAX_PAYLOAD + SL_FRAME_TAG_LEN)
 #define SL_FRAME_SANDBOX_ID_LEN 32u /* lowercase hex chars */
+#define SL_FRAME_KEY_ID_LEN	16u /* lowercase hex chars: 8 bytes of HMAC(K, "sightline key id v1") */
 /* EVENTS: u32 count (1..SL_FRAME_EVENTS_MAX), then count x (u32 len (1..SL_FRAME_MAX_PAYLOAD), bytes). */
 #define SL_FRAME_EVENTS_MAX 65536u
 /* The longest event line one EVENTS frame can carry (payload minus the count and one length). */
@@ -51,18 +53,23 @@ enum sl_frame_type {
 /* Why a frame was rejected. Values and names are stable (metrics labels, stored alerts). */
 enum sl_frame_reject {
 	SL_FRAME_REJECT_NONE = 0,
-	SL_FRAME_REJECT_BAD_MAGIC,	/* the first 4 bytes are not "SLF1" */
+	SL_FRAME_REJECT_BAD_MAGIC,	/* the first 4 bytes are not "SLF2" (another protocol version too) */
 	SL_FRAME_REJECT_BAD_TYPE,	/* unknown type, wrong direction, or not allowed in this state */
 	SL_FRAME_REJECT_BAD_FLAGS,	/* flags or reserved not 0 */
 	SL_FRAME_REJECT_OVERSIZE,	/* payload_len > SL_FRAME_MAX_PAYLOAD */
 	SL_FRAME_REJECT_TRUNCATED_BODY, /* the stream ended inside a frame (sl_frame_decode_eof) */
-	SL_FRAME_REJECT_BAD_TAG,     /* HMAC mismatch: wrong key, other sandbox, other connection, tampered */
+	SL_FRAME_REJECT_BAD_TAG,     /* HMAC mismatch: tampered, other connection (a HELLO: see below) */
 	SL_FRAME_REJECT_REPLAY,	     /* authentic, but frame_seq is not exactly previous + 1 */
 	SL_FRAME_REJECT_BAD_PAYLOAD, /* authentic, but the type-specific payload structure is wrong */
+	/* Only for a HELLO whose tag does not match (never from sl_frame_decode itself, see
+	 * sl_frame_hello_tag_verdict): its key_id is not the claimed sandbox's key's, so it was
+	 * signed with another key: one the collector knows for another sandbox, or an unknown one. */
+	SL_FRAME_REJECT_WRONG_KEY,
+	SL_FRAME_REJECT_OTHER_SANDBOX_KEY,
 	SL_FRAME_REJECT_COUNT_,
 };
 /* "none", "bad_magic", "bad_type", "bad_flags", "oversize", "truncated_body", "bad_tag", "replay",
- * "bad_payload"; "unknown" for anything else. */
+ * "bad_payload", "wrong_key", "other_sandbox_key"; "unknown" for anything else. */
 const char *sl_frame_reject_name(enum sl_frame_reject r);
 /* "challenge", "hello", ... ; "unknown" for anything else. */
 const char *sl_frame_type_name(unsigned type);
@@ -117,6 +124,15 @@ struct sl_frame {
  * lowercase hex characters. Returns 0, -EINVAL (malformed id) or -ENOMEM/-EIO (OpenSSL failure). */
 int sl_frame_derive_key(const uint8_t master[SL_FRAME_MASTER_LEN], const char *sandbox_id,
 			uint8_t key[SL_FRAME_KEY_LEN]);
+/* The key's public fingerprint, carried in every HELLO: the first 8 bytes of
+ * HMAC-SHA256(K, "sightline key id v1") as 16 lowercase hex characters. A MAC output: it tells keys
+ * apart without revealing anything about K. Returns 0 or -EINVAL/-ENOMEM/-EIO. */
+int sl_frame_key_id(const uint8_t key[SL_FRAME_KEY_LEN], char out[SL_FRAME_KEY_ID_LEN + 1]);
+/* A HELLO that sl_frame_decode refused with BAD_TAG, checked against the key of the sandbox it
+ * claims: BAD_TAG if its key_id is that key's (the right key, so the frame was changed or belongs
+ * to another connection), WRONG_KEY if not (the caller may refine that to OTHER_SANDBOX_KEY when
+ * the key_id is one of another sandbox it knows). */
+enum sl_frame_reject sl_frame_hello_tag_verdict(const uint8_t key[SL_FRAME_KEY_LEN], const char *claimed_key_id);
 /* true if s is exactly 32 lowercase hex characters followed by NUL. */
 bool sl_frame_sandbox_id_valid(const char *s);
 
@@ -151,12 +167,13 @@ int sl_frame_decode_eof(const uint8_t *buf, size_t len, const struct sl_frame_ct
 			size_t *consumed);
 
 /* Collector, before the key is known: check the header of the HELLO at the start of buf (it must be
- * one) and pull its sandbox_id out of the (not yet authenticated!) payload, so the caller can derive
+ * one) and pull its sandbox_id and key_id (key_id may be NULL) out of the (not yet
+ * authenticated!) payload, so the caller can derive
  * the key, sl_frame_ctx_set_key, and then sl_frame_decode the same bytes, which checks the tag.
  * Returns 0, -EAGAIN (need the whole frame), or -EBADMSG with *reject set (BAD_MAGIC, BAD_TYPE,
  * BAD_FLAGS, OVERSIZE, BAD_PAYLOAD when the JSON is not a valid HELLO). */
 int sl_frame_peek_hello(const uint8_t *buf, size_t len, char sandbox_id[SL_FRAME_SANDBOX_ID_LEN + 1],
-			enum sl_frame_reject *reject);
+			char key_id[SL_FRAME_KEY_ID_LEN + 1], enum sl_frame_reject *reject);
 
 /* Bytes sl_frame_encode writes for this type and payload length. */
 size_t sl_frame_encoded_len(unsigned type, size_t payload_len);
@@ -206,6 +223,7 @@ int sl_frame_error_payload(uint16_t code, const char *msg, size_t msg_len, uint8
 
 struct sl_frame_hello {
 	char sandbox_id[SL_FRAME_SANDBOX_ID_LEN + 1];
+	char key_id[SL_FRAME_KEY_ID_LEN + 1]; /* sl_frame_key_id of the key the HELLO is tagged with */
 	/* Identity binding: each a string of 0..256 bytes of valid UTF-8 without NUL. */
 	char tenant[SL_FRAME_HELLO_STR_MAX + 1];
 	char agent[SL_FRAME_HELLO_STR_MAX + 1];
@@ -216,7 +234,7 @@ struct sl_frame_hello {
 	char control[SL_FRAME_HELLO_STR_MAX + 1]; /* 1..256 bytes */
 	bool resume;
 };
-/* Validate a HELLO payload strictly: one JSON object with exactly the members sandbox_id, identity
+/* Validate a HELLO payload strictly: one JSON object with exactly the members sandbox_id, key_id, identity
  * (exactly tenant, agent, task, version, credential_ref), risk_class, control, resume, each once,
  * of the right type and length; no other member anywhere. Returns 0 or -EBADMSG. */
 int sl_frame_hello_parse(const uint8_t *p, size_t len, struct sl_frame_hello *out);

@@ -80,7 +80,7 @@ test_hostile_collector() {
 	hc init
 
 	hc_valid 3 # record.begin and two more: seq 1..3
-	hc_hostile bad_magic bad_magic closes   # "SLF2" instead of "SLF1" in an otherwise whole HELLO
+	hc_hostile bad_magic bad_magic closes   # version 1's "SLF1" instead of "SLF2" in an otherwise whole HELLO
 	hc_valid 2
 	hc_hostile truncated truncated_body closes # after a valid HELLO, half an EVENTS frame, then EOF
 	hc_valid 2
@@ -93,10 +93,13 @@ test_hostile_collector() {
 	# ("replay: authentic, but frame_seq is not previous + 1"), so this counts as replay too.
 	hc_hostile skip replay closes
 	hc_valid 2
-	hc_hostile wrong_key bad_tag closes     # HELLO for A, tagged with A's key under another master
+	hc_hostile wrong_key wrong_key closes   # HELLO for A, tagged with A's key under another master
 	hc_valid 2
-	# HELLO for A tagged with B's (real) key: the same reason, bad_tag (docs/protocol.md, Decoding).
-	hc_hostile other_key bad_tag closes
+	hc bind_b                               # B bound (HELLO only): its key id is now known
+	# HELLO for A tagged with B's (real) key: told apart by the key id (docs/protocol.md, HELLO).
+	hc_hostile other_key other_sandbox_key closes
+	hc_valid 2
+	hc_hostile tampered bad_tag closes      # A's key and key id, one payload byte changed after tagging
 	hc_valid 2
 	hc_hostile other_sandbox other_sandbox  # a valid line of sandbox B on A's authenticated connection
 	hc_valid 2
@@ -117,13 +120,13 @@ test_hostile_collector() {
 	"$SL_BIN" events --db "$HC_DB" --sandbox "$sid_a" >"$SL_TMP/stored"
 	cmp "$SL_TMP/stored" "$SL_TMP/expected" ||
 		fail "stored lines differ from the valid lines sent ($(wc -l <"$SL_TMP/stored") stored, $(wc -l <"$SL_TMP/expected") sent): $(diff "$SL_TMP/expected" "$SL_TMP/stored" | head -n 10)"
-	assert_eq "$(wc -l <"$SL_TMP/expected")" 28 "valid lines sent"
+	assert_eq "$(wc -l <"$SL_TMP/expected")" 30 "valid lines sent"
 	"$SL_BIN" verify "$SL_TMP/stored" >/dev/null || fail "the stored copy does not verify: $("$SL_BIN" verify "$SL_TMP/stored")"
 	assert_eq "$("$SL_BIN" events --db "$HC_DB" --sandbox "$sid_b" | wc -l)" 0 "lines stored for sandbox B"
 	assert_eq "$(sqlite3 "$HC_DB" "SELECT count(*) FROM events WHERE sandbox_id <> '$sid_a'")" 0 "events of other sandboxes"
 	# The exact counts, per reason, and no other reason.
 	assert_eq "$(hc_rejects)" \
-		"bad_line=1 bad_magic=1 bad_tag=2 duplicate=1 other_sandbox=1 out_of_order=1 oversize=1 replay=2 truncated_body=1" \
+		"bad_line=1 bad_magic=1 bad_tag=1 duplicate=1 other_sandbox=1 other_sandbox_key=1 out_of_order=1 oversize=1 replay=2 truncated_body=1 wrong_key=1" \
 		"rejects table"
 	echo "rejects: $(hc_rejects)"
 	if [ ${#HC_VIOLATIONS[@]} -gt 0 ]; then

@@ -58,6 +58,8 @@ static void unhex(const char *hex, uint8_t *out, size_t n)
 
 #define SB_A "0123456789abcdef0123456789abcdef"
 #define SB_B "fedcba9876543210fedcba9876543210"
+#define KID_A "2fe0ffa1bfbc13c4" /* sl_frame_key_id of key_a, see test_wire_vector */
+#define KID_B "74cf68db66e9daa7"
 
 static uint8_t master[32]; /* 00 01 02 .. 1f */
 static uint8_t key_a[32], key_b[32];
@@ -87,6 +89,7 @@ static void pair_init(struct pair *p, const uint8_t *col_key, const uint8_t *sup
 
 static const struct sl_frame_hello hello_a = {
     .sandbox_id = SB_A,
+    .key_id = KID_A,
     .tenant = "tenant-1",
     .agent = "agent \"quoted\"\n\\ é",
     .task = "task-9",
@@ -180,7 +183,8 @@ static void test_names(void)
 {
 	static const char *const want[] = {"none",	"bad_magic", "bad_type",
 					   "bad_flags", "oversize",  "truncated_body",
-					   "bad_tag",	"replay",    "bad_payload"};
+					   "bad_tag",	"replay",    "bad_payload",
+					   "wrong_key", "other_sandbox_key"};
 	CHECK_EQ(SL_ARRAY_LEN(want), SL_FRAME_REJECT_COUNT_);
 	for (unsigned i = 0; i < SL_ARRAY_LEN(want); i++)
 		CHECK(!strcmp(sl_frame_reject_name((enum sl_frame_reject)i), want[i]));
@@ -225,14 +229,16 @@ static void test_derive_key(void)
 }
 
 /* The ACK frame below was computed independently when this test was written:
- *   python3: challenge a0..af, header struct.pack('<IBBHII', 0x31464c53, 5, 0, 0, 8, 1), payload
+ *   python3: challenge a0..af, header struct.pack('<IBBHII', 0x32464c53, 5, 0, 0, 8, 1), payload
  *   struct.pack('<Q', 42), written as challenge||header||payload to ackmsg.bin, then
  *   openssl dgst -sha256 -mac HMAC -macopt hexkey:955133b3...b23c (key_a) ackmsg.bin
- *   => 6c21761d3f21484178f2f37596fa9de1d586fd521f16bb6a3e31642865dc9e15 */
+ *   => e6fd119c5b66f19dfce8db896ee7c378169bf6f5450ba905fe496c126720074a
+ * and key_a's key id: printf 'sightline key id v1' | openssl dgst -sha256 -mac HMAC -macopt
+ *   hexkey:955133b3...b23c => 2fe0ffa1bfbc13c4... (the first 8 bytes); key_b's 74cf68db66e9daa7. */
 static void test_wire_vector(void)
 {
-	static const char want_hex[] = "534c46310500000008000000010000002a00000000000000"
-				       "6c21761d3f21484178f2f37596fa9de1d586fd521f16bb6a3e31642865dc9e15";
+	static const char want_hex[] = "534c46320500000008000000010000002a00000000000000"
+				       "e6fd119c5b66f19dfce8db896ee7c378169bf6f5450ba905fe496c126720074a";
 	uint8_t want[56], wire[64], pl[8];
 	unhex(want_hex, want, sizeof(want));
 	struct sl_frame_ctx col, sup;
@@ -243,7 +249,16 @@ static void test_wire_vector(void)
 	size_t n, used;
 	CHECK_EQ(sl_frame_encode(SL_FRAME_CHALLENGE, col.challenge, 16, &col, wire, sizeof(wire), &n), 0);
 	CHECK_EQ(n, 32);
-	CHECK(!memcmp(wire, "SLF1\x01\0\0\0\x10\0\0\0\0\0\0\0", 16));
+	CHECK(!memcmp(wire, "SLF2\x01\0\0\0\x10\0\0\0\0\0\0\0", 16));
+	char kid[SL_FRAME_KEY_ID_LEN + 1];
+	CHECK_EQ(sl_frame_key_id(key_a, kid), 0);
+	CHECK(!strcmp(kid, KID_A));
+	CHECK_EQ(sl_frame_key_id(key_b, kid), 0);
+	CHECK(!strcmp(kid, KID_B));
+	/* the verdict on a HELLO whose tag failed: its key id is the claimed key's, or not */
+	CHECK_EQ(sl_frame_hello_tag_verdict(key_a, KID_A), SL_FRAME_REJECT_BAD_TAG);
+	CHECK_EQ(sl_frame_hello_tag_verdict(key_a, KID_B), SL_FRAME_REJECT_WRONG_KEY);
+	CHECK_EQ(sl_frame_hello_tag_verdict(key_a, "2fe0ffa1bfbc13c5"), SL_FRAME_REJECT_WRONG_KEY);
 	CHECK(!memcmp(wire + 16, col.challenge, 16));
 
 	struct sl_frame f;
@@ -484,7 +499,7 @@ static void test_truncation(void)
 		/* Extra bytes after a frame are left for the next decode. */
 		uint8_t two[2 * (SL_FRAME_HELLO_MAX + 64)];
 		memcpy(two, frames[t], lens[t]);
-		memcpy(two + lens[t], "SLF1", 4);
+		memcpy(two + lens[t], "SLF2", 4);
 		CHECK_EQ(sl_frame_decode(two, lens[t] + 4, rx[t], &f, &used), 0);
 		CHECK_EQ(used, lens[t]);
 	}
@@ -571,8 +586,8 @@ static void test_reject_header(void)
 	size_t n, used;
 	uint32_t s = p.col.recv_seq + 1;
 
-	/* bad magic: already at 4 bytes */
-	n = craft(wire, sizeof(wire), 0x32464c53, SL_FRAME_EVENTS, 0, 0, 9, s, ev, 9, p.sup.key,
+	/* bad magic (here: version 1's "SLF1"): already at 4 bytes */
+	n = craft(wire, sizeof(wire), 0x31464c53, SL_FRAME_EVENTS, 0, 0, 9, s, ev, 9, p.sup.key,
 		  p.sup.challenge);
 	CHECK_REJECT(sl_frame_decode(wire, n, &p.col, &f, &used), f, SL_FRAME_REJECT_BAD_MAGIC);
 	CHECK_REJECT(sl_frame_decode(wire, 4, &p.col, &f, &used), f, SL_FRAME_REJECT_BAD_MAGIC);
@@ -858,8 +873,9 @@ static int hello_str(const char *json)
 	return sl_frame_hello_parse((const uint8_t *)json, strlen(json), &h);
 }
 
+#define KID_J "\"key_id\":\"" KID_A "\""
 #define HELLO_ID                                                                                             \
-	"\"identity\":{\"tenant\":\"t\",\"agent\":\"a\",\"task\":\"k\",\"version\":\"v\",\"credential_"      \
+	KID_J ",\"identity\":{\"tenant\":\"t\",\"agent\":\"a\",\"task\":\"k\",\"version\":\"v\",\"credential_"      \
 	"ref\":\"c\"}"
 #define HELLO_REST "\"risk_class\":\"low\",\"control\":\"/run/x.ctl\",\"resume\":false"
 #define HELLO_OK   "{\"sandbox_id\":\"" SB_A "\"," HELLO_ID "," HELLO_REST "}"
@@ -880,13 +896,13 @@ static void test_hello_json(void)
 	    "", "{}", "[]", "null", HELLO_OK "x", HELLO_OK HELLO_OK,
 	    /* unknown key, top level and in identity */
 	    "{\"sandbox_id\":\"" SB_A "\"," HELLO_ID "," HELLO_REST ",\"extra\":1}",
-	    "{\"sandbox_id\":\"" SB_A
-	    "\",\"identity\":{\"tenant\":\"t\",\"agent\":\"a\",\"task\":\"k\",\"version\":"
+	    "{\"sandbox_id\":\"" SB_A "\"," KID_J
+	    ",\"identity\":{\"tenant\":\"t\",\"agent\":\"a\",\"task\":\"k\",\"version\":"
 	    "\"v\",\"credential_ref\":\"c\",\"uid\":\"0\"}," HELLO_REST "}",
 	    /* missing key */
 	    "{\"sandbox_id\":\"" SB_A "\"," HELLO_ID ",\"risk_class\":\"low\",\"control\":\"/run/x.ctl\"}",
-	    "{\"sandbox_id\":\"" SB_A
-	    "\",\"identity\":{\"tenant\":\"t\",\"agent\":\"a\",\"task\":\"k\",\"version\":"
+	    "{\"sandbox_id\":\"" SB_A "\"," KID_J
+	    ",\"identity\":{\"tenant\":\"t\",\"agent\":\"a\",\"task\":\"k\",\"version\":"
 	    "\"v\"}," HELLO_REST "}",
 	    /* a duplicate key replacing a missing one (json-c would keep the last) */
 	    "{\"sandbox_id\":\"" SB_A "\"," HELLO_ID ",\"risk_class\":\"low\",\"control\":\"/run/x.ctl\","
@@ -897,12 +913,12 @@ static void test_hello_json(void)
 	    "\"resume\":\"true\"}",
 	    "{\"sandbox_id\":\"" SB_A "\"," HELLO_ID ",\"risk_class\":\"low\",\"control\":\"/run/x.ctl\","
 	    "\"resume\":1}",
-	    "{\"sandbox_id\":\"" SB_A "\",\"identity\":\"t\"," HELLO_REST "}",
-	    "{\"sandbox_id\":\"" SB_A "\",\"identity\":[\"t\",\"a\",\"k\",\"v\",\"c\"]," HELLO_REST "}",
-	    "{\"sandbox_id\":\"" SB_A
-	    "\",\"identity\":{\"tenant\":1,\"agent\":\"a\",\"task\":\"k\",\"version\":"
+	    "{\"sandbox_id\":\"" SB_A "\"," KID_J ",\"identity\":\"t\"," HELLO_REST "}",
+	    "{\"sandbox_id\":\"" SB_A "\"," KID_J ",\"identity\":[\"t\",\"a\",\"k\",\"v\",\"c\"]," HELLO_REST "}",
+	    "{\"sandbox_id\":\"" SB_A "\"," KID_J
+	    ",\"identity\":{\"tenant\":1,\"agent\":\"a\",\"task\":\"k\",\"version\":"
 	    "\"v\",\"credential_ref\":\"c\"}," HELLO_REST "}",
-	    "{\"sandbox_id\":\"" SB_A "\",\"identity\":{\"tenant\":null,\"agent\":\"a\",\"task\":\"k\","
+	    "{\"sandbox_id\":\"" SB_A "\"," KID_J ",\"identity\":{\"tenant\":null,\"agent\":\"a\",\"task\":\"k\","
 	    "\"version\":\"v\",\"credential_ref\":\"c\"}," HELLO_REST "}",
 	    "{\"sandbox_id\":null," HELLO_ID "," HELLO_REST "}",
 	    "{\"sandbox_id\":\"" SB_A "\"," HELLO_ID ",\"risk_class\":\"low\",\"control\":[\"/run/x.ctl\"],"
@@ -935,6 +951,20 @@ static void test_hello_json(void)
 	    "\"resume\":false}", /* surrogate */
 	    "{\"sandbox_id\":\"" SB_A "\"," HELLO_ID ",\"risk_class\":\"low\",\"control\":\"x\","
 	    "\"resume\":false,\"z\":{\"a\":{\"b\":1}}}", /* too deep */
+	    /* key_id: missing, duplicated, not 16 lowercase hex, not a string */
+	    "{\"sandbox_id\":\"" SB_A "\",\"identity\":{\"tenant\":\"t\",\"agent\":\"a\",\"task\":\"k\","
+	    "\"version\":\"v\",\"credential_ref\":\"c\"}," HELLO_REST "}",
+	    "{\"sandbox_id\":\"" SB_A "\"," KID_J "," HELLO_ID "," HELLO_REST "}",
+	    "{\"sandbox_id\":\"" SB_A "\",\"key_id\":\"2FE0FFA1BFBC13C4\",\"identity\":{\"tenant\":\"t\","
+	    "\"agent\":\"a\",\"task\":\"k\",\"version\":\"v\",\"credential_ref\":\"c\"}," HELLO_REST "}",
+	    "{\"sandbox_id\":\"" SB_A "\",\"key_id\":\"2fe0ffa1bfbc13c\",\"identity\":{\"tenant\":\"t\","
+	    "\"agent\":\"a\",\"task\":\"k\",\"version\":\"v\",\"credential_ref\":\"c\"}," HELLO_REST "}",
+	    "{\"sandbox_id\":\"" SB_A "\",\"key_id\":\"2fe0ffa1bfbc13c40\",\"identity\":{\"tenant\":\"t\","
+	    "\"agent\":\"a\",\"task\":\"k\",\"version\":\"v\",\"credential_ref\":\"c\"}," HELLO_REST "}",
+	    "{\"sandbox_id\":\"" SB_A "\",\"key_id\":\"2fe0ffa1bfbc13cg\",\"identity\":{\"tenant\":\"t\","
+	    "\"agent\":\"a\",\"task\":\"k\",\"version\":\"v\",\"credential_ref\":\"c\"}," HELLO_REST "}",
+	    "{\"sandbox_id\":\"" SB_A "\",\"key_id\":1234567812345678,\"identity\":{\"tenant\":\"t\","
+	    "\"agent\":\"a\",\"task\":\"k\",\"version\":\"v\",\"credential_ref\":\"c\"}," HELLO_REST "}",
 	};
 	for (size_t i = 0; i < SL_ARRAY_LEN(bad); i++)
 		if (hello_str(bad[i]) != -EBADMSG)
@@ -1089,12 +1119,13 @@ static void test_peek_hello(void)
 	CHECK_EQ(sl_frame_encode(SL_FRAME_HELLO, pl, pn, &sup, wire, sizeof(wire), &n), 0);
 
 	CHECK_EQ(sl_frame_decode(wire, n, &col, &f, &used), -ENOKEY);
-	char id[33];
+	char id[33], kid[SL_FRAME_KEY_ID_LEN + 1];
 	enum sl_frame_reject rej;
 	for (size_t k = 0; k < n; k++)
-		CHECK_EQ(sl_frame_peek_hello(wire, k, id, &rej), -EAGAIN);
-	CHECK_EQ(sl_frame_peek_hello(wire, n, id, &rej), 0);
+		CHECK_EQ(sl_frame_peek_hello(wire, k, id, kid, &rej), -EAGAIN);
+	CHECK_EQ(sl_frame_peek_hello(wire, n, id, kid, &rej), 0);
 	CHECK(!strcmp(id, SB_A));
+	CHECK(!strcmp(kid, KID_A));
 	uint8_t k[32];
 	CHECK_EQ(sl_frame_derive_key(master, id, k), 0);
 	sl_frame_ctx_set_key(&col, k);
@@ -1106,7 +1137,7 @@ static void test_peek_hello(void)
 	sl_frame_ctx_set_key(&supb, key_b);
 	supb.send_seq = 0;
 	CHECK_EQ(sl_frame_encode(SL_FRAME_HELLO, pl, pn, &supb, wire, sizeof(wire), &n), 0);
-	CHECK_EQ(sl_frame_peek_hello(wire, n, id, &rej), 0);
+	CHECK_EQ(sl_frame_peek_hello(wire, n, id, NULL, &rej), 0);
 	CHECK(!strcmp(id, SB_A));
 	CHECK_EQ(sl_frame_ctx_init(&colb, SL_FRAME_ROLE_COLLECTOR, NULL), 0);
 	colb.have_challenge = true;
@@ -1114,6 +1145,19 @@ static void test_peek_hello(void)
 	CHECK_EQ(sl_frame_derive_key(master, id, k), 0);
 	sl_frame_ctx_set_key(&colb, k);
 	CHECK_REJECT(sl_frame_decode(wire, n, &colb, &f, &used), f, SL_FRAME_REJECT_BAD_TAG);
+	/* It claims A's key id (a lie the tag exposes): the verdict stays bad_tag. */
+	CHECK_EQ(sl_frame_hello_tag_verdict(k, kid), SL_FRAME_REJECT_BAD_TAG);
+	/* With its own (B's) key id, honestly: the verdict says another key signed it. */
+	struct sl_frame_hello hb = hello_a;
+	memcpy(hb.key_id, KID_B, sizeof(KID_B));
+	uint8_t plb[SL_FRAME_HELLO_MAX];
+	size_t pbn = hello_payload(&hb, plb, sizeof(plb));
+	supb.send_seq = 0;
+	CHECK_EQ(sl_frame_encode(SL_FRAME_HELLO, plb, pbn, &supb, wire, sizeof(wire), &n), 0);
+	CHECK_EQ(sl_frame_peek_hello(wire, n, id, kid, &rej), 0);
+	CHECK(!strcmp(id, SB_A) && !strcmp(kid, KID_B));
+	CHECK_REJECT(sl_frame_decode(wire, n, &colb, &f, &used), f, SL_FRAME_REJECT_BAD_TAG);
+	CHECK_EQ(sl_frame_hello_tag_verdict(k, kid), SL_FRAME_REJECT_WRONG_KEY);
 
 	/* peek refuses what is not a HELLO */
 	struct sl_frame_events_buf eb = {0};
@@ -1121,14 +1165,14 @@ static void test_peek_hello(void)
 	const uint8_t *ep = sl_frame_events_payload(&eb, &pn);
 	CHECK_EQ(sl_frame_encode(SL_FRAME_EVENTS, ep, pn, &sup, wire, sizeof(wire), &n), 0);
 	sl_frame_events_free(&eb);
-	CHECK_EQ(sl_frame_peek_hello(wire, n, id, &rej), -EBADMSG);
+	CHECK_EQ(sl_frame_peek_hello(wire, n, id, NULL, &rej), -EBADMSG);
 	CHECK_EQ(rej, SL_FRAME_REJECT_BAD_TYPE);
-	CHECK_EQ(sl_frame_peek_hello((const uint8_t *)"XLF1", 4, id, &rej), -EBADMSG);
+	CHECK_EQ(sl_frame_peek_hello((const uint8_t *)"XLF1", 4, id, NULL, &rej), -EBADMSG);
 	CHECK_EQ(rej, SL_FRAME_REJECT_BAD_MAGIC);
 	const char *notjson = "{\"sandbox_id\":\"" SB_A "\"}";
 	n = craft(wire, sizeof(wire), SL_FRAME_MAGIC, SL_FRAME_HELLO, 0, 0, (uint32_t)strlen(notjson), 1,
 		  notjson, strlen(notjson), key_a, col.challenge);
-	CHECK_EQ(sl_frame_peek_hello(wire, n, id, &rej), -EBADMSG);
+	CHECK_EQ(sl_frame_peek_hello(wire, n, id, NULL, &rej), -EBADMSG);
 	CHECK_EQ(rej, SL_FRAME_REJECT_BAD_PAYLOAD);
 }
 
