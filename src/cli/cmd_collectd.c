@@ -346,8 +346,9 @@ int sl_cmd_query(int argc, char **argv)
 		}
 	}
 	struct sl_store *st;
-	if (sl_store_open(db, &st) < 0) {
-		fprintf(stderr, "sightline %s: %s: %s\n", what, db, sl_store_errmsg(NULL));
+	/* Readers only read: a typo'd --db must be an error, never a new empty store. */
+	if (sl_store_open_readonly(db, &st) < 0) {
+		fprintf(stderr, "sightline %s: %s\n", what, sl_store_errmsg(NULL));
 		return 1;
 	}
 	int r;

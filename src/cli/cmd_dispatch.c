@@ -6,7 +6,8 @@
  * TASKS: one JSON object per line:
  *   {"tenant":..,"agent":..,"task":..,"version":..,"credential_ref":..,"risk_class":"high|medium|low",
  *    "command":["prog","arg",...], "policy":"FILE" (optional), "not_before_ms": N (optional:
- *    earliest start, after the dispatcher's own start)} */
+ *    earliest start, after the dispatcher's own start), "max_blind_ms": N (optional: the
+ *    supervisor's --max-blind-ms)} */
 #include <errno.h>
 #include <getopt.h>
 #include <json-c/json.h>
@@ -92,6 +93,13 @@ static pid_t launch(struct task *t, const char *self, const char *collector, con
 	}
 	argv[a++] = "--risk-class";
 	argv[a++] = t->risk;
+	char mb[24];
+	json_object *mbv;
+	if (json_object_object_get_ex(t->o, "max_blind_ms", &mbv) && json_object_is_type(mbv, json_type_int)) {
+		snprintf(mb, sizeof(mb), "%lld", (long long)json_object_get_int64(mbv));
+		argv[a++] = "--max-blind-ms";
+		argv[a++] = mb;
+	}
 	if (jstr(t->o, "policy")) {
 		argv[a++] = "--policy";
 		argv[a++] = jstr(t->o, "policy");

@@ -29,7 +29,7 @@ int sl_cmd_export(int argc, char **argv)
 					     {"timeout", required_argument, 0, 't'},
 					     {0, 0, 0, 0}};
 	const char *addr = "unix:/run/sightline/collector.sock", *secret = "/var/lib/sightline/collector.secret";
-	const char *risk = "medium";
+	const char *risk = NULL; /* default: the record's manifest.risk_class, else medium */
 	unsigned timeout_s = 60;
 	int c;
 	optind = 1;
@@ -46,7 +46,8 @@ int sl_cmd_export(int argc, char **argv)
 			return 2;
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "usage: sightline export [--collector ADDR] [--collector-secret FILE] [--timeout S] RECORD\n");
+		fprintf(stderr, "usage: sightline export [--collector ADDR] [--collector-secret FILE] [--risk-class C] [--timeout S]\n"
+				"                        RECORD   (risk class: the record's, else medium)\n");
 		return 2;
 	}
 	const char *path = argv[optind];
@@ -72,6 +73,17 @@ int sl_cmd_export(int argc, char **argv)
 	json_object *id = NULL;
 	if (!first || !json_object_object_get_ex(first, "identity", &id) || !str(first, "sandbox_id")) {
 		fprintf(stderr, "sightline export: %s: first line is not a record.begin\n", path);
+		json_object_put(first);
+		free(text);
+		return 1;
+	}
+	json_object *man;
+	const char *rec_risk = json_object_object_get_ex(first, "manifest", &man) ? str(man, "risk_class") : NULL;
+	if (!risk)
+		risk = rec_risk ? rec_risk : "medium";
+	if (strcmp(risk, "high") && strcmp(risk, "medium") && strcmp(risk, "low")) {
+		fprintf(stderr, "sightline export: risk class '%s' (from %s) is not high, medium or low\n", risk,
+			rec_risk == risk ? path : "--risk-class");
 		json_object_put(first);
 		free(text);
 		return 1;

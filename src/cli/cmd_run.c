@@ -44,7 +44,9 @@ struct run_opts {
 	const char *collector_secret; /* the collector's master secret (to derive this sandbox's key) */
 	const char *risk_class;
 	unsigned drain_seconds;
-	unsigned max_blind_ms; /* high risk: stop the workload after this long without the collector */
+	/* Longest time without an ACK from the collector before the export is blind: recorded
+	 * (export.blind), and for high risk the workload is stopped. 0: the risk class's default. */
+	unsigned max_blind_ms;
 	char **argv;
 };
 
@@ -96,7 +98,6 @@ static int parse(int argc, char **argv, struct run_opts *o)
 	o->sync_ms = 20;
 	o->risk_class = "medium";
 	o->drain_seconds = 10;
-	o->max_blind_ms = 2000;
 	o->collector_secret = "/var/lib/sightline/collector.secret";
 	optind = 1;
 	int c;
@@ -332,6 +333,70 @@ static const char *control(int lfd, struct sl_sandbox *sb, struct sl_record *rec
 	}
 }
 
+/* The default longest export silence per risk class (the collector's defaults, docs/collector.md). */
+static unsigned blind_limit_ms(const struct run_opts *o)
+{
+	if (o->max_blind_ms)
+		return o->max_blind_ms;
+	return !strcmp(o->risk_class, "high") ? 2000 : !strcmp(o->risk_class, "low") ? 60000 : 10000;
+}
+
+/* export.blind: no ACK from the collector for longer than the limit (docs/events.md). */
+static void export_blind_event(struct sl_record *rec, const struct run_opts *o, const struct sl_exporter_stats *es,
+			       int64_t detected_ns, int64_t last_ack_ns, unsigned limit_ms)
+{
+	struct sl_json j;
+	sl_json_init(&j);
+	sl_json_int(&j, "detected_ns", detected_ns);
+	sl_json_int(&j, "last_ack_ns", last_ack_ns);
+	sl_json_uint(&j, "last_ack_seq", es->acked);
+	sl_json_uint(&j, "backlog", es->recorded > es->acked ? es->recorded - es->acked : 0);
+	sl_json_int(&j, "max_blind_ms", limit_ms);
+	sl_json_str(&j, "risk_class", o->risk_class, 0);
+	sl_json_str(&j, "collector", o->collector, 256);
+	append(rec, "export.blind", &j);
+	sl_json_free(&j);
+	fprintf(stderr, "sightline run: export blind: no acknowledgement from %s for %lld ms (limit %u ms), last "
+			"acknowledged seq %llu, %llu events waiting in the record\n",
+		o->collector, (long long)((detected_ns - last_ack_ns) / 1000000), limit_ms,
+		(unsigned long long)es->acked, (unsigned long long)(es->recorded > es->acked ? es->recorded - es->acked : 0));
+}
+
+/* export.restored: ACKs arrive again after an export.blind. */
+static void export_restored_event(struct sl_record *rec, const struct run_opts *o, const struct sl_exporter_stats *es,
+				  int64_t blind_ns, int64_t restored_ns)
+{
+	struct sl_json j;
+	sl_json_init(&j);
+	sl_json_int(&j, "restored_ns", restored_ns);
+	sl_json_int(&j, "blind_since_ns", blind_ns);
+	sl_json_uint(&j, "ack_seq", es->acked);
+	sl_json_uint(&j, "backlog", es->recorded > es->acked ? es->recorded - es->acked : 0);
+	append(rec, "export.restored", &j);
+	sl_json_free(&j);
+	fprintf(stderr, "sightline run: export restored: %s acknowledges again (seq %llu), blind for %lld ms\n",
+		o->collector, (unsigned long long)es->acked, (long long)((restored_ns - blind_ns) / 1000000));
+}
+
+/* The supervisor stops its own sandbox (freeze, then kill), recorded first with the reason. */
+static void supervisor_stop(struct sl_record *rec, struct sl_sandbox *sb, const char *why)
+{
+	struct sl_json cj;
+	sl_json_init(&cj);
+	sl_json_str(&cj, "action", "stop", 0);
+	sl_json_str(&cj, "by", "supervisor", 0);
+	sl_json_str(&cj, "reason", why, 0);
+	sl_json_obj_open(&cj, "ocsf");
+	sl_json_int(&cj, "class_uid", 1007);
+	sl_json_int(&cj, "activity_id", 2);
+	sl_json_obj_close(&cj);
+	append(rec, "control.action", &cj);
+	sl_json_free(&cj);
+	sl_sandbox_freeze(sb, true);
+	sl_sandbox_kill(sb);
+	fprintf(stderr, "sightline run: %s\n", why);
+}
+
 /* The collector's 32-byte master secret (written by `sightline collectd`). */
 static int read_secret(const char *path, uint8_t out[SL_FRAME_MASTER_LEN])
 {
@@ -382,6 +447,9 @@ static void begin_body(struct sl_json *j, const struct run_opts *o, const struct
 	sl_json_str(j, "sightline_version", SL_VERSION, 0);
 	sl_json_str(j, "host", u.nodename, 0);
 	sl_json_int(j, "started", sb->start_real_ns);
+	/* The risk class is part of the sandbox's binding at the collector: kept in the record, so a
+	 * later `sightline export` of it binds (or re-binds) with the same one. */
+	sl_json_str(j, "risk_class", o->risk_class, 0);
 	sl_json_arr_open(j, "command");
 	for (size_t i = 0; o->argv[i]; i++) {
 		size_t keep;
@@ -680,8 +748,9 @@ int sl_cmd_run(int argc, char **argv)
 
 	/* Wait for the workload, the wall limit, an operator signal, or (high risk, streaming) the
 	 * collector's silence past the risk class's limit. */
-	unsigned watchdog_ms = exporter && !strcmp(o.risk_class, "high") ? o.max_blind_ms : 0;
-	bool stopped_blind = false;
+	unsigned watchdog_ms = exporter ? blind_limit_ms(&o) : 0;
+	bool stopped_blind = false, export_blind = false;
+	int64_t blind_mono_ns = 0, blind_real_ns = 0;
 	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	const char *reason = "exited";
 	int64_t deadline = pol.limits.wall_seconds ? sb.start_mono_ns + (int64_t)pol.limits.wall_seconds * 1000000000LL : 0;
@@ -701,7 +770,35 @@ int sl_cmd_run(int argc, char **argv)
 			continue;
 		if (pf[0].revents)
 			break;
-		if (watchdog_ms && !stopped_blind) {
+		if (watchdog_ms) {
+			struct sl_exporter_stats es;
+			sl_exporter_stats(exporter, &es);
+			int64_t now_mono = sl_now_monotonic_ns();
+			int64_t silent_ms = (now_mono - es.last_answer_ns) / 1000000;
+			/* Blind beneath the boundary: the collector may be dead and unable to alert, so
+			 * the supervisor records (and says) it itself, and records when ACKs resume. */
+			if (!export_blind && silent_ms > (int64_t)watchdog_ms) {
+				export_blind = true;
+				blind_mono_ns = now_mono;
+				blind_real_ns = sl_now_realtime_ns();
+				export_blind_event(rec, &o, &es, blind_real_ns, blind_real_ns - (now_mono - es.last_answer_ns),
+						   watchdog_ms);
+			} else if (export_blind && es.last_answer_ns > blind_mono_ns) {
+				export_blind = false;
+				export_restored_event(rec, &o, &es, blind_real_ns,
+						      sl_now_realtime_ns() - (now_mono - es.last_answer_ns));
+			}
+			if (!stopped_blind && es.error_code == SL_FRAME_ERR_REVOKED && !strcmp(o.risk_class, "high")) {
+				/* The collector will not watch this sandbox (its credential reference is
+				 * revoked): a high-risk workload does not run unwatched. */
+				stopped_blind = true;
+				char why[SL_FRAME_ERROR_MSG_MAX + 64];
+				snprintf(why, sizeof(why), "collector refused the sandbox: %s", es.error_msg);
+				supervisor_stop(rec, &sb, why);
+				reason = "killed: collector refused the credential reference";
+			}
+		}
+		if (watchdog_ms && !stopped_blind && !strcmp(o.risk_class, "high")) {
 			/* High risk: evidence that stops reaching the collector stops the workload. This
 			 * control path is the supervisor's own: nothing inside the sandbox can refuse it. */
 			struct sl_exporter_stats es;
@@ -709,28 +806,15 @@ int sl_cmd_run(int argc, char **argv)
 			int64_t silent_ms = (sl_now_monotonic_ns() - es.last_answer_ns) / 1000000;
 			if (silent_ms > (int64_t)watchdog_ms) {
 				stopped_blind = true;
-				struct sl_json cj;
-				sl_json_init(&cj);
-				sl_json_str(&cj, "action", "stop", 0);
-				sl_json_str(&cj, "by", "supervisor", 0);
 				char why[160];
 				snprintf(why, sizeof(why), "high-risk sandbox blind: no acknowledgement from the collector for %lld ms "
 							  "(limit %u ms)", (long long)silent_ms, watchdog_ms);
-				sl_json_str(&cj, "reason", why, 0);
-				sl_json_obj_open(&cj, "ocsf");
-				sl_json_int(&cj, "class_uid", 1007);
-				sl_json_int(&cj, "activity_id", 2);
-				sl_json_obj_close(&cj);
-				append(rec, "control.action", &cj);
-				sl_json_free(&cj);
-				sl_sandbox_freeze(&sb, true);
-				sl_sandbox_kill(&sb);
+				supervisor_stop(rec, &sb, why);
 				reason = "killed: blind past the high-risk limit";
-				fprintf(stderr, "sightline run: %s\n", why);
 			}
-			if (pr == 0 && (!deadline || sl_now_monotonic_ns() < deadline))
-				continue;
 		}
+		if (watchdog_ms && pr == 0 && (!deadline || sl_now_monotonic_ns() < deadline))
+			continue;
 		if (pr == 0 && deadline && sl_now_monotonic_ns() >= deadline) {
 			reason = "killed: wall-clock limit";
 			sl_sandbox_kill(&sb);

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <json-c/json.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,6 +43,8 @@ struct sandbox {
 	char state[8];
 	char control[257]; /* the supervisor's control socket ("none" if it has none) */
 	int64_t alert_id; /* open blind/lagging alert, or 0 */
+	int64_t reported_alert_id; /* blind alert opened from the supervisor's export.blind, or 0 */
+	int64_t next_probe_ns;	   /* blind: when to probe the control socket next */
 	bool ended, connected;
 };
 
@@ -371,6 +374,75 @@ static int on_hello(struct server *s, struct conn *c, size_t *used)
 	return send_ack(s, c, last) < 0 ? -1 : 0;
 }
 
+struct last_alert {
+	int64_t id, started_ns, ended_ns;
+};
+static int last_alert_cb(void *arg, const struct sl_store_alert *a)
+{
+	struct last_alert *l = arg;
+	l->id = a->id; /* ORDER BY started_ns, id: the last row is the newest */
+	l->started_ns = a->started_ns;
+	l->ended_ns = a->ended_ns;
+	return 0;
+}
+
+static int64_t jint(struct json_object *o, const char *k)
+{
+	struct json_object *v;
+	return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_int) ? json_object_get_int64(v)
+											     : 0;
+}
+
+/* export.blind / export.restored, stored just now (so authenticated, checked and in the chain):
+ * the supervisor saw no ACK for longer than its limit, typically while this collector was down
+ * and could not see anything. Its detection time becomes the start of the sandbox's blind alert:
+ * the collector's own alert for the same spell (opened when it came back and saw the silence) is
+ * moved to it, not duplicated; the restore closes it. */
+static void on_export_event(struct server *s, struct sandbox *b, const struct sl_store_event *e)
+{
+	bool blind = e->class_len == strlen("export.blind") && !memcmp(e->class_name, "export.blind", e->class_len);
+	bool restored = e->class_len == strlen("export.restored") && !memcmp(e->class_name, "export.restored", e->class_len);
+	if (!blind && !restored)
+		return;
+	struct json_tokener *tok = json_tokener_new();
+	struct json_object *o = tok ? json_tokener_parse_ex(tok, e->line, (int)e->line_len) : NULL;
+	if (tok)
+		json_tokener_free(tok);
+	if (!o)
+		return;
+	struct last_alert la = {0};
+	struct sl_store_filter flt = {.sandbox_id = b->id, .kind = "blind"};
+	sl_store_each_alert(s->st, &flt, last_alert_cb, &la);
+	if (blind) {
+		int64_t detected = jint(o, "detected_ns"), last_ack = jint(o, "last_ack_ns");
+		char detail[256];
+		snprintf(detail, sizeof(detail),
+			 "detected by the supervisor: no ACK for %lld ms (limit %lld ms), last acknowledged seq %lld, "
+			 "backlog %lld",
+			 (long long)((detected - last_ack) / 1000000), (long long)jint(o, "max_blind_ms"),
+			 (long long)jint(o, "last_ack_seq"), (long long)jint(o, "backlog"));
+		if (detected > 0 && la.id && (la.ended_ns == 0 || la.ended_ns >= detected)) {
+			/* The same spell: the collector's own alert, moved to the supervisor's detection. */
+			sl_store_alert_restart(s->st, la.id, detected, detail);
+		} else if (detected > 0) {
+			int64_t id = sl_store_alert_open(s->st, b->id, "blind", !strcmp(b->risk, "high") ? "critical" : "warning",
+							 detected, detail);
+			if (id > 0 && id != b->alert_id)
+				b->reported_alert_id = id;
+		}
+		logf_(s, "sandbox %s: blind (%s)", b->id, detail);
+	} else {
+		int64_t restored_ns = jint(o, "restored_ns");
+		if (restored_ns > 0 && la.id && la.ended_ns == 0) {
+			sl_store_alert_close(s->st, la.id, restored_ns);
+			if (la.id == b->reported_alert_id)
+				b->reported_alert_id = 0;
+		}
+		logf_(s, "sandbox %s: export restored (reported by the supervisor)", b->id);
+	}
+	json_object_put(o);
+}
+
 static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 {
 	struct sl_frame_events_iter it;
@@ -444,6 +516,9 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 			s->lat_sum_s += (double)(now_ns - s->batch[i].time_ns) / 1e9;
 		}
 	}
+	for (size_t i = dups; i < n && s->batch[i].seq <= last; i++)
+		if (s->batch[i].class_len > 7 && !memcmp(s->batch[i].class_name, "export.", 7))
+			on_export_event(s, c->sb, &s->batch[i]);
 	if (ended && r == 0 && !bad) {
 		c->sb->ended = true;
 		int64_t end = sl_now_realtime_ns();
@@ -452,6 +527,10 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 		if (c->sb->alert_id) {
 			sl_store_alert_close(s->st, c->sb->alert_id, end);
 			c->sb->alert_id = 0;
+		}
+		if (c->sb->reported_alert_id) {
+			sl_store_alert_close(s->st, c->sb->reported_alert_id, end);
+			c->sb->reported_alert_id = 0;
 		}
 	}
 	if (send_ack(s, c, last) < 0)
@@ -580,11 +659,61 @@ static unsigned max_blind(const struct server *s, const char *risk)
 
 /* The control path: ask the sandbox's supervisor to stop it. Only a socket named for that very
  * sandbox (".../<sandbox_id>.ctl") is ever dialled, whatever a HELLO claimed. */
-static int control_stop(struct server *s, struct sandbox *b, const char *why)
+static bool control_path_ok(const struct sandbox *b)
 {
 	size_t n = strlen(b->control), idl = strlen(b->id);
-	if (n < idl + 5 || b->control[0] != '/' || strcmp(b->control + n - 4, ".ctl") != 0 ||
-	    strncmp(b->control + n - 4 - idl, b->id, idl) != 0 || b->control[n - 5 - idl] != '/')
+	return n >= idl + 5 && b->control[0] == '/' && strcmp(b->control + n - 4, ".ctl") == 0 &&
+	       strncmp(b->control + n - 4 - idl, b->id, idl) == 0 && b->control[n - 5 - idl] == '/';
+}
+
+/* Is the sandbox's supervisor still there? Connect to its control socket (only ".../<id>.ctl")
+ * and hang up at once. Returns 1 if it is gone (ECONNREFUSED: nobody listens on the socket;
+ * ENOENT: the socket was removed), 0 if it answered, -errno if we cannot tell (EACCES, ...). */
+static int control_gone(const struct sandbox *b)
+{
+	if (!control_path_ok(b))
+		return -EINVAL;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	snprintf(un.sun_path, sizeof(un.sun_path), "%s", b->control);
+	int r = connect(fd, (struct sockaddr *)&un, sizeof(un)) < 0 ? -errno : 0;
+	close(fd);
+	if (r == -ECONNREFUSED || r == -ENOENT)
+		return 1;
+	return r == 0 || r == -EAGAIN ? 0 : r; /* EAGAIN: a full backlog, so someone listens */
+}
+
+/* A blind sandbox whose supervisor is provably gone (it died without record.end): nothing more
+ * can arrive, so it stops holding the gate closed. It ends, with a supervisor_lost alert. */
+static void supervisor_lost(struct server *s, struct sandbox *b, int64_t now)
+{
+	char detail[400];
+	snprintf(detail, sizeof(detail),
+		 "control socket %.256s does not answer (the supervisor is gone without record.end); last seq stored "
+		 "is the end of its evidence",
+		 b->control);
+	sl_store_alert_open(s->st, b->id, "supervisor_lost", "critical", now, detail);
+	if (b->alert_id) {
+		sl_store_alert_close(s->st, b->alert_id, now);
+		if (!strcmp(b->state, "blind") && b->blind_since_ns)
+			s->blind_seconds += (double)(now - b->blind_since_ns) / 1e9;
+		b->alert_id = 0;
+	}
+	if (b->reported_alert_id) {
+		sl_store_alert_close(s->st, b->reported_alert_id, now);
+		b->reported_alert_id = 0;
+	}
+	sl_store_end(s->st, b->id, now);
+	b->ended = true;
+	snprintf(b->state, sizeof(b->state), "ended");
+	logf_(s, "sandbox %s: supervisor lost (%s)", b->id, detail);
+}
+
+static int control_stop(struct server *s, struct sandbox *b, const char *why)
+{
+	if (!control_path_ok(b))
 		return -EINVAL;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_un un = {.sun_family = AF_UNIX};
@@ -617,6 +746,14 @@ static void tick(struct server *s)
 		struct sandbox *b = &s->sbx[i];
 		if (b->ended)
 			continue;
+		if (!strcmp(b->state, "blind") && !b->connected && now >= b->next_probe_ns) {
+			/* Blind and disconnected: is anybody still there to deliver? Once a second. */
+			b->next_probe_ns = now + 1000000000LL;
+			if (control_gone(b) == 1) {
+				supervisor_lost(s, b, now);
+				continue;
+			}
+		}
 		const char *want = "healthy";
 		int64_t silent_ms = (now - b->last_frame_ns) / 1000000;
 		if (silent_ms > (int64_t)max_blind(s, b->risk))
@@ -883,6 +1020,9 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 	sl_store_each_health(s->st, &running, load_cb, s);
 	s->key_ids = calloc(MAX_KEY_IDS, sizeof(*s->key_ids));
 	sl_store_each_health(s->st, &running, key_id_load_cb, s);
+	/* Judge them before anyone can ask the gate: a sandbox silent past its limit while the
+	 * collector was down is blind now, not "healthy" as last stored. */
+	tick(s);
 	int lfds[SL_COLLECTD_MAX_LISTEN];
 	for (int i = 0; i < cfg->n_listen; i++) {
 		lfds[i] = listen_on(s, cfg->listen[i]);

@@ -1397,3 +1397,94 @@ int sl_store_each_acceptance(struct sl_store *s, const char *contract,
 	struct acceptance_ctx c = {cb, arg};
 	return q_each(s, st, acceptance_row, &c);
 }
+
+/* ---- readers, and alerts reported from beneath the boundary ---- */
+
+int sl_store_open_readonly(const char *path, struct sl_store **out)
+{
+	*out = NULL;
+	pthread_once(&sqlite_once, sqlite_setup);
+	open_err[0] = '\0';
+	if (!path || !*path || path[0] == ':' || strncmp(path, "file:", 5) == 0) {
+		snprintf(open_err, sizeof(open_err), "the store needs a file system path (not %s)",
+			 path ? path : "NULL");
+		return -EINVAL;
+	}
+	/* A reader never creates a store: a mistyped path must say so, not show an empty one. */
+	struct stat sb;
+	if (stat(path, &sb) < 0) {
+		int e = errno;
+		snprintf(open_err, sizeof(open_err), "no collector store at %s: %s", path, strerror(e));
+		return -e;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		snprintf(open_err, sizeof(open_err), "%s is not a collector store (not a regular file)", path);
+		return -EINVAL;
+	}
+	struct sl_store *s = calloc(1, sizeof(*s));
+	if (!s || !(s->path = strdup(path))) {
+		free(s);
+		snprintf(open_err, sizeof(open_err), "out of memory");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&s->ckpt_mu, NULL);
+	pthread_cond_init(&s->ckpt_cv, NULL);
+	int r;
+	int64_t ver = 0, app = 0;
+	int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+				 NULL);
+	if (rc != SQLITE_OK) {
+		r = s->db ? fail(s, rc) : failf(s, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	sqlite3_extended_result_codes(s->db, 1);
+	if ((rc = sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS)) != SQLITE_OK) {
+		r = fail(s, rc);
+		goto fail;
+	}
+	if ((r = query_int(s, "PRAGMA user_version", &ver)) < 0 ||
+	    (r = query_int(s, "PRAGMA application_id", &app)) < 0)
+		goto fail;
+	if (app != APPLICATION_ID || ver < 1) {
+		r = failf(s, -EPROTO, "not a sightline collector store (application_id %" PRId64 ", user_version %" PRId64 ")",
+			  app, ver);
+		goto fail;
+	}
+	if (ver > SL_STORE_SCHEMA_VERSION) {
+		r = failf(s, -EPROTO, "the store's schema version %" PRId64 " is newer than this build's (%d)", ver,
+			  SL_STORE_SCHEMA_VERSION);
+		goto fail;
+	}
+	s->err[0] = '\0';
+	*out = s;
+	return 0;
+fail:
+	if (snprintf(open_err, sizeof(open_err), "%s: %s", path, s->err) >= (int)sizeof(open_err))
+		memcpy(open_err + sizeof(open_err) - 4, "...", 4); /* cut */
+	sl_store_close(s);
+	return r;
+}
+
+int sl_store_alert_restart(struct sl_store *s, int64_t id, int64_t start_ns, const char *detail)
+{
+	if (start_ns <= 0)
+		return failf(s, -EINVAL, "start_ns must be > 0");
+	sqlite3_stmt *st;
+	int rc = sqlite3_prepare_v2(s->db,
+				    "UPDATE alerts SET started_ns = ?2, detail = coalesce(?3, detail) WHERE id = ?1", -1,
+				    &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(s, rc);
+	int r;
+	if (sqlite3_bind_int64(st, 1, id) | sqlite3_bind_int64(st, 2, start_ns) | bind_str(st, 3, detail)) {
+		r = bind_failed(s, st);
+		sqlite3_finalize(st);
+		return r;
+	}
+	r = run(s, st);
+	int changed = sqlite3_changes(s->db);
+	sqlite3_finalize(st);
+	if (r < 0)
+		return r;
+	return changed == 1 ? 0 : failf(s, -ENOENT, "no alert %" PRId64, id);
+}

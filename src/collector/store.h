@@ -40,6 +40,11 @@ struct sl_store;
  * a file that is not a database gives -EBADMSG. On failure *out is NULL and the message is
  * sl_store_errmsg(NULL) (per thread). */
 int sl_store_open(const char *path, struct sl_store **out);
+/* Open an existing store for reading only (SQLITE_OPEN_READONLY; the readers: status, events,
+ * alerts). Never creates anything: a missing path gives -ENOENT ("no collector store at PATH"), a
+ * file that is not a sightline store -EPROTO or -EBADMSG, with the message in sl_store_errmsg(NULL).
+ * Every query works on it; a write fails with -EROFS. */
+int sl_store_open_readonly(const char *path, struct sl_store **out);
 /* Finalize every statement and close the connection (a clean close checkpoints the WAL). NULL ok. */
 void sl_store_close(struct sl_store *s);
 /* The message of this store's last failure ("" if none). sl_store_errmsg(NULL): the calling
@@ -131,6 +136,10 @@ int64_t sl_store_alert_open(struct sl_store *s, const char *sandbox_id, const ch
 /* Close an alert at end_ns. 0 if closed now or already closed (the first end is kept), -ENOENT if
  * there is no such alert. */
 int sl_store_alert_close(struct sl_store *s, int64_t id, int64_t end_ns);
+/* Move an alert's start to start_ns and, if detail is not NULL, replace its detail (a blind
+ * interval the supervisor detected while the collector was down: its detection time is the start).
+ * -ENOENT if there is no such alert. */
+int sl_store_alert_restart(struct sl_store *s, int64_t id, int64_t start_ns, const char *detail);
 /* Count one rejected frame under reason (count += 1). */
 int sl_store_reject(struct sl_store *s, const char *reason);
 
