@@ -43,8 +43,9 @@ static const char *jstr(json_object *o, const char *k)
 												       : NULL;
 }
 
-/* Ask the gate. Returns 1 open, 0 closed (why filled). */
-static int gate(const char *admin, const char *risk, char *why, size_t whylen)
+/* Ask the gate for this task's risk class and credential reference. Returns 1 open, 0 closed (why
+ * filled), -1 the credential reference is revoked (why filled): the task is never started. */
+static int gate(const char *admin, const char *risk, const char *cred, char *why, size_t whylen)
 {
 	if (strncmp(admin, "unix:", 5) != 0) {
 		snprintf(why, whylen, "the gate address must be unix:PATH");
@@ -62,8 +63,8 @@ static int gate(const char *admin, const char *risk, char *why, size_t whylen)
 	}
 	struct timeval tv = {.tv_sec = 1};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	char req[32], resp[256] = "";
-	int n = snprintf(req, sizeof(req), "GATE %s\n", risk);
+	char req[320], resp[256] = "";
+	int n = snprintf(req, sizeof(req), "GATE %s %.256s\n", risk, cred);
 	ssize_t got = -1;
 	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) == n)
 		got = recv(fd, resp, sizeof(resp) - 1, 0);
@@ -74,6 +75,10 @@ static int gate(const char *admin, const char *risk, char *why, size_t whylen)
 		*nl = '\0';
 	if (!strcmp(resp, "open"))
 		return 1;
+	if (!strncmp(resp, "revoked ", 8)) {
+		snprintf(why, whylen, "%s", resp + 8);
+		return -1;
+	}
 	snprintf(why, whylen, "%s", got > 0 ? resp : "no answer from the collector");
 	return 0;
 }
@@ -229,7 +234,19 @@ int sl_cmd_dispatch(int argc, char **argv)
 		if (next < n && running < (size_t)parallel &&
 		    (sl_now_monotonic_ns() - t0) / 1000000 >= tasks[next].not_before_ms) {
 			char why[256];
-			if (gate(admin, tasks[next].risk, why, sizeof(why))) {
+			int g = gate(admin, tasks[next].risk, jstr(tasks[next].o, "credential_ref"), why, sizeof(why));
+			if (g < 0) {
+				/* Revoked: this task never starts; the queue goes on with the next one. */
+				printf("dispatch: task %s not started: %s\n", tasks[next].name, why);
+				fflush(stdout);
+				tasks[next].done = true;
+				tasks[next].status = 1;
+				failures++;
+				finished++;
+				next++;
+				continue;
+			}
+			if (g) {
 				if (paused)
 					printf("dispatch: resumed\n");
 				paused = false;

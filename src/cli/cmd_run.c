@@ -267,12 +267,15 @@ static int control_listen(const char *path)
 	return fd;
 }
 
-static void control_event(struct sl_record *rec, const char *action, const struct ucred *cr, const char *why)
+static void control_event(struct sl_record *rec, const char *action, const struct ucred *cr, const char *why,
+			  const char *cred)
 {
 	struct sl_json j;
 	sl_json_init(&j);
 	sl_json_str(&j, "action", action, 0);
 	sl_json_str(&j, "by", "control socket", 0);
+	if (cred) /* revoke: which credential reference (the collector enforces it, docs/collector.md) */
+		sl_json_str(&j, "credential_ref", cred, 0);
 	sl_json_int(&j, "peer_uid", cr->uid);
 	sl_json_int(&j, "peer_pid", cr->pid);
 	if (why && *why)
@@ -288,7 +291,7 @@ static void control_event(struct sl_record *rec, const char *action, const struc
 /* One command per connection: "stop [reason]", "freeze", "thaw", "revoke [reason]". Only root or
  * this supervisor's own uid (SO_PEERCRED). Every accepted action is an event before it happens.
  * Returns the lifecycle reason when the sandbox was stopped. */
-static const char *control(int lfd, struct sl_sandbox *sb, struct sl_record *rec)
+static const char *control(int lfd, struct sl_sandbox *sb, struct sl_record *rec, const char *cred)
 {
 	const char *stopped = NULL;
 	for (;;) {
@@ -313,17 +316,17 @@ static const char *control(int lfd, struct sl_sandbox *sb, struct sl_record *rec
 			if (arg)
 				*arg++ = '\0';
 			if (!strcmp(req, "stop")) {
-				control_event(rec, "stop", &cr, arg);
+				control_event(rec, "stop", &cr, arg, NULL);
 				/* Freeze first: nothing runs between the decision and the kill. */
 				sl_sandbox_freeze(sb, true);
 				sl_sandbox_kill(sb);
 				stopped = "killed: control path (stop)";
 			} else if (!strcmp(req, "freeze") || !strcmp(req, "thaw")) {
-				control_event(rec, req, &cr, arg);
+				control_event(rec, req, &cr, arg, NULL);
 				if (sl_sandbox_freeze(sb, !strcmp(req, "freeze")) < 0)
 					resp = "error: no cgroup v2 here (freeze is a named gap)\n";
 			} else if (!strcmp(req, "revoke")) {
-				control_event(rec, "revoke", &cr, arg);
+				control_event(rec, "revoke", &cr, arg, cred);
 			} else {
 				resp = "error: stop|freeze|thaw|revoke\n";
 			}
@@ -822,7 +825,7 @@ int sl_cmd_run(int argc, char **argv)
 			continue;
 		}
 		if (ctl_fd >= 0 && pf[2].revents) {
-			const char *r2 = control(ctl_fd, &sb, rec);
+			const char *r2 = control(ctl_fd, &sb, rec, o.id.credential_ref);
 			if (r2)
 				reason = r2;
 		}
@@ -909,7 +912,10 @@ int sl_cmd_run(int argc, char **argv)
 		/* Ship what is left. What the collector has not acknowledged stays in the record:
 		 * nothing is discarded; it can be delivered later from there. */
 		struct sl_exporter_stats es;
-		int er = sl_exporter_finish(exporter, o.drain_seconds * 1000u, &es);
+		sl_exporter_stats(exporter, &es);
+		/* Refused for good (revoked): waiting would only delay the exit; the record keeps it all. */
+		unsigned drain_ms = es.error_code == SL_FRAME_ERR_REVOKED ? 0 : o.drain_seconds * 1000u;
+		int er = sl_exporter_finish(exporter, drain_ms, &es);
 		exporter = NULL;
 		if (er < 0)
 			fprintf(stderr, "sightline run: %llu of %llu events not yet acknowledged by the collector; "

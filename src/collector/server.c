@@ -42,6 +42,7 @@ struct sandbox {
 	int64_t blind_since_ns;	  /* start of the current blind spell */
 	char state[8];
 	char control[257]; /* the supervisor's control socket ("none" if it has none) */
+	char cred[257];	   /* the binding's credential_ref */
 	int64_t alert_id; /* open blind/lagging alert, or 0 */
 	int64_t reported_alert_id; /* blind alert opened from the supervisor's export.blind, or 0 */
 	int64_t next_probe_ns;	   /* blind: when to probe the control socket next */
@@ -366,6 +367,7 @@ static int on_hello(struct server *s, struct conn *c, size_t *used)
 	}
 	snprintf(sb->risk, sizeof(sb->risk), "%s", h.risk_class);
 	snprintf(sb->control, sizeof(sb->control), "%s", h.control);
+	snprintf(sb->cred, sizeof(sb->cred), "%s", h.credential_ref);
 	sb->connected = true;
 	sb->last_frame_ns = sl_now_realtime_ns();
 	c->sb = sb;
@@ -393,6 +395,30 @@ static int64_t jint(struct json_object *o, const char *k)
 											     : 0;
 }
 
+/* control.action revoke, stored just now: the sandbox's own supervisor was told (by root or its
+ * uid, on its control socket) to revoke the task's credential. The credential reference revoked is
+ * the one this sandbox is BOUND with, never one named in the line: a sandbox's key can only revoke
+ * its own task's credential. From now on the gate refuses tasks with it and no new sandbox binds it. */
+static void on_revoke(struct server *s, struct sandbox *b, struct json_object *o, int64_t time_ns)
+{
+	struct json_object *v;
+	if (!json_object_object_get_ex(o, "action", &v) || !json_object_is_type(v, json_type_string) ||
+	    strcmp(json_object_get_string(v), "revoke") != 0)
+		return;
+	const char *why = json_object_object_get_ex(o, "reason", &v) && json_object_is_type(v, json_type_string)
+				  ? json_object_get_string(v)
+				  : NULL;
+	char reason[400];
+	snprintf(reason, sizeof(reason), "control.action revoke in sandbox %s%s%.256s", b->id, why ? ": " : "",
+		 why ? why : "");
+	if (!b->cred[0]) {
+		logf_(s, "sandbox %s: revoke without a credential reference: nothing to revoke", b->id);
+		return;
+	}
+	int r = sl_store_revoke(s->st, b->cred, time_ns > 0 ? time_ns : sl_now_realtime_ns(), reason);
+	logf_(s, "credential reference %s revoked (%s)%s", b->cred, reason, r == 1 ? " (already revoked)" : "");
+}
+
 /* export.blind / export.restored, stored just now (so authenticated, checked and in the chain):
  * the supervisor saw no ACK for longer than its limit, typically while this collector was down
  * and could not see anything. Its detection time becomes the start of the sandbox's blind alert:
@@ -402,7 +428,8 @@ static void on_export_event(struct server *s, struct sandbox *b, const struct sl
 {
 	bool blind = e->class_len == strlen("export.blind") && !memcmp(e->class_name, "export.blind", e->class_len);
 	bool restored = e->class_len == strlen("export.restored") && !memcmp(e->class_name, "export.restored", e->class_len);
-	if (!blind && !restored)
+	bool control = e->class_len == strlen("control.action") && !memcmp(e->class_name, "control.action", e->class_len);
+	if (!blind && !restored && !control)
 		return;
 	struct json_tokener *tok = json_tokener_new();
 	struct json_object *o = tok ? json_tokener_parse_ex(tok, e->line, (int)e->line_len) : NULL;
@@ -410,6 +437,11 @@ static void on_export_event(struct server *s, struct sandbox *b, const struct sl
 		json_tokener_free(tok);
 	if (!o)
 		return;
+	if (control) {
+		on_revoke(s, b, o, e->time_ns);
+		json_object_put(o);
+		return;
+	}
 	struct last_alert la = {0};
 	struct sl_store_filter flt = {.sandbox_id = b->id, .kind = "blind"};
 	sl_store_each_alert(s->st, &flt, last_alert_cb, &la);
@@ -517,7 +549,8 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 		}
 	}
 	for (size_t i = dups; i < n && s->batch[i].seq <= last; i++)
-		if (s->batch[i].class_len > 7 && !memcmp(s->batch[i].class_name, "export.", 7))
+		if ((s->batch[i].class_len > 7 && !memcmp(s->batch[i].class_name, "export.", 7)) ||
+		    (s->batch[i].class_len == 14 && !memcmp(s->batch[i].class_name, "control.action", 14)))
 			on_export_event(s, c->sb, &s->batch[i]);
 	if (ended && r == 0 && !bad) {
 		c->sb->ended = true;
@@ -554,6 +587,7 @@ static int load_cb(void *arg, const struct sl_store_health *h)
 		return 0;
 	snprintf(b->risk, sizeof(b->risk), "%s", h->binding.risk_class ? h->binding.risk_class : "medium");
 	snprintf(b->control, sizeof(b->control), "%s", h->binding.control ? h->binding.control : "none");
+	snprintf(b->cred, sizeof(b->cred), "%s", h->binding.credential_ref ? h->binding.credential_ref : "");
 	int64_t last = h->last_frame_ns > h->last_heartbeat_ns ? h->last_frame_ns : h->last_heartbeat_ns;
 	b->last_frame_ns = last ? last : h->binding.started_ns;
 	snprintf(b->state, sizeof(b->state), "%s", h->state);
@@ -801,8 +835,25 @@ static int risk_rank(const char *r)
 	return !strcmp(r, "high") ? 3 : !strcmp(r, "low") ? 1 : 2;
 }
 
+/* "GATE <class>" or "GATE <class> <credential_ref>" (the rest of the line, 1..256 bytes). */
+static bool gate_request(char *req, const char **cls, const char **cred)
+{
+	if (strncmp(req, "GATE ", 5) != 0)
+		return false;
+	char *c = req + 5, *sp = strchr(c, ' ');
+	if (sp) {
+		*sp = '\0';
+		if (!sp[1] || strlen(sp + 1) > 256)
+			return false;
+		*cred = sp + 1;
+	}
+	*cls = c;
+	return !strcmp(c, "high") || !strcmp(c, "medium") || !strcmp(c, "low");
+}
+
 /* The dispatch gate: closed for a risk class while any running sandbox of that class or above is
- * blind. Answered on the operator socket to "GATE <class>\n" with "open\n" or "closed <why>\n".
+ * blind. Answered on the operator socket to "GATE <class> [<credential_ref>]\n" with "open\n",
+ * "closed <why>\n", or "revoked credential reference <ref> is revoked\n" (never open for a revoked one).
  * Only root or the collector's own uid may ask (SO_PEERCRED): the answer steers dispatch. */
 static void on_admin(struct server *s, int lfd)
 {
@@ -812,7 +863,8 @@ static void on_admin(struct server *s, int lfd)
 			return;
 		struct ucred cr;
 		socklen_t cl = sizeof(cr);
-		char req[64] = "", resp[256];
+		char req[320] = "", resp[256];
+		const char *gcls = NULL, *gcred = NULL;
 		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || (cr.uid != 0 && cr.uid != geteuid())) {
@@ -827,12 +879,14 @@ static void on_admin(struct server *s, int lfd)
 				/* The readers (status, events, alerts --collector) open the store itself,
 				 * read-only, concurrently with us (WAL). */
 				snprintf(resp, sizeof(resp), "db %s\n", s->cfg->db_path);
-			} else if (strncmp(req, "GATE ", 5) != 0 || (strcmp(req + 5, "high") && strcmp(req + 5, "medium") &&
-								       strcmp(req + 5, "low"))) {
-				snprintf(resp, sizeof(resp), "error: expected GATE high|medium|low\n");
+			} else if (!gate_request(req, &gcls, &gcred)) {
+				snprintf(resp, sizeof(resp), "error: expected GATE high|medium|low [CREDENTIAL_REF]\n");
+			} else if (gcred && sl_store_is_revoked(s->st, gcred) == 1) {
+				/* A revoked credential reference starts nothing, whatever the visibility. */
+				snprintf(resp, sizeof(resp), "revoked credential reference %.200s is revoked\n", gcred);
 			} else {
 				snprintf(resp, sizeof(resp), "open\n");
-				int want = risk_rank(req + 5);
+				int want = risk_rank(gcls);
 				for (size_t i = 0; i < s->n_sbx; i++) {
 					struct sandbox *b = &s->sbx[i];
 					if (!b->ended && !strcmp(b->state, "blind") && risk_rank(b->risk) >= want) {

@@ -379,3 +379,66 @@ test_readers_open_the_store_read_only() {
 	assert_eq "$rc" 0 "status on an immutable store ($(cat "$SL_TMP/err"))"
 	assert_eq "$(sha256sum "$SL_TMP/c.db")" "$before" "store unchanged by a reader"
 }
+
+test_revoke_is_enforced() {
+	need_root
+	collector_start
+	trap 'collector_stop; rm -rf "$SL_TMP"' EXIT
+	mkdir -p "$SL_TMP/ws" "$SL_TMP/rec" "$SL_TMP/rec2"
+	chown 1000:1000 "$SL_TMP/ws"
+	cp "$SL_PROBES/probe" "$SL_TMP/ws/probe"
+	printf 'workspace: %s\n' "$SL_TMP/ws" >"$SL_TMP/p.yaml"
+	local run=("$SL_BIN" run --tenant acme --agent a --version 1 --policy "$SL_TMP/p.yaml" --quiet
+		--collector "$COLL_ADDR" --collector-secret "$COLL_SECRET")
+	# A running task's credential reference is revoked on its control socket.
+	"${run[@]}" --task A --credential-ref cred-x --record-dir "$SL_TMP/rec" --risk-class medium -- /bin/sleep 2 \
+		2>"$SL_TMP/a.err" &
+	local a=$!
+	local ctl=""
+	for _ in $(seq 1 100); do
+		ctl=$(ls "$SL_TMP"/rec/*.ctl 2>/dev/null | head -1)
+		[ -n "$ctl" ] && "$SL_BIN" status --db "$COLL_DB" --json 2>/dev/null | grep -q healthy && break
+		sleep 0.05
+	done
+	[ -n "$ctl" ] || fail "no control socket"
+	assert_eq "$(python3 -c "
+import socket, sys
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); c.sendall(b'revoke key leaked\n'); print(c.recv(64).decode().strip())" "$ctl")" ok "revoke answer"
+	wait "$a" || fail "task A failed: $(cat "$SL_TMP/a.err")"
+	REC=$(ls "$SL_TMP"/rec/*.jsonl)
+	rec_has '.class=="control.action" and .action=="revoke" and .credential_ref=="cred-x" and .reason=="key leaked"' ||
+		fail "revoke not recorded with its credential reference"
+	# The collector stored it as revoked, from the shipped event.
+	assert_eq "$(sqlite3 "$COLL_DB" "select credential_ref from revoked")" cred-x "revoked credential references"
+	sqlite3 "$COLL_DB" "select reason from revoked" | grep -q "key leaked" || fail "the revocation's reason is not stored"
+	# (a) the gate refuses a task with it: dispatch says so and does not start it.
+	cat >"$SL_TMP/tasks.jsonl" <<JSON
+{"tenant":"acme","agent":"a","task":"B","version":"1","credential_ref":"cred-x","risk_class":"low","policy":"$SL_TMP/p.yaml","command":["/workspace/probe","noop"]}
+{"tenant":"acme","agent":"a","task":"C","version":"1","credential_ref":"cred-y","risk_class":"low","policy":"$SL_TMP/p.yaml","command":["/workspace/probe","noop"]}
+JSON
+	set +e
+	"$SL_BIN" dispatch --admin "$COLL_ADMIN" --collector "$COLL_ADDR" --collector-secret "$COLL_SECRET" \
+		--record-dir "$SL_TMP/rec2" "$SL_TMP/tasks.jsonl" >"$SL_TMP/dispatch.log" 2>&1
+	local rc=$?
+	set -e
+	cat "$SL_TMP/dispatch.log"
+	assert_eq "$rc" 1 "dispatch status with a refused task"
+	grep -q '^dispatch: task B not started: credential reference cred-x is revoked$' "$SL_TMP/dispatch.log" || fail "B not refused"
+	grep -q '^dispatch: task C exited 0$' "$SL_TMP/dispatch.log" || fail "C (another credential) did not run"
+	assert_eq "$(grep -l '"task":"B"' "$SL_TMP"/rec2/*.jsonl 2>/dev/null | wc -l)" 0 "records of B"
+	# (b) a new sandbox with it is refused at its HELLO (revoked_credential), and a high-risk run
+	# whose HELLO is refused stops its workload.
+	set +e
+	"${run[@]}" --task D --credential-ref cred-x --record-dir "$SL_TMP/rec2" --risk-class high -- /bin/sleep 20 \
+		2>"$SL_TMP/d.err"
+	rc=$?
+	set -e
+	cat "$SL_TMP/d.err"
+	assert_eq "$rc" 137 "status of the high-risk run with a revoked credential reference"
+	REC=$(grep -l '"task":"D"' "$SL_TMP"/rec2/*.jsonl)
+	rec_has '.class=="control.action" and .action=="stop" and .by=="supervisor" and (.reason|test("credential reference cred-x is revoked"))' ||
+		fail "stop not recorded with its reason"
+	rec_has '.class=="lifecycle.exit" and .reason=="killed: collector refused the credential reference"' || fail "exit reason"
+	[ "$(sqlite3 "$COLL_DB" "select count from rejects where reason='revoked_credential'")" -ge 1 ] || fail "revoked_credential not counted"
+	assert_eq "$(sqlite3 "$COLL_DB" "select count(*) from bindings where task='D'")" 0 "bindings of D"
+}
