@@ -400,6 +400,15 @@ static void supervisor_stop(struct sl_record *rec, struct sl_sandbox *sb, const 
 	fprintf(stderr, "sightline run: %s\n", why);
 }
 
+/* The heartbeat's "dropped": the sensor never drops an event by design (the workload's syscall
+ * waits for its line), so the only one ever lost is the line whose append failed, which stops
+ * recording and kills the sandbox (sup.fatal). */
+static uint64_t sensor_dropped(void *arg)
+{
+	const struct sl_supervisor *sup = arg;
+	return atomic_load(&sup->fatal) ? 1 : 0;
+}
+
 /* The collector's 32-byte master secret (written by `sightline collectd`). */
 static int read_secret(const char *path, uint8_t out[SL_FRAME_MASTER_LEN])
 {
@@ -724,7 +733,9 @@ int sl_cmd_run(int argc, char **argv)
 					     .sandbox_id = sandbox_id,
 					     .id = o.id,
 					     .risk_class = o.risk_class,
-					     .control = ctl_fd >= 0 ? ctl_path : "none"};
+					     .control = ctl_fd >= 0 ? ctl_path : "none",
+					     .dropped = sensor_dropped,
+					     .dropped_arg = &sup};
 		if (kr == 0)
 			kr = sl_frame_derive_key(master, sandbox_id, ec.key);
 		explicit_bzero(master, sizeof(master));

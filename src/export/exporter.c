@@ -292,11 +292,12 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 		}
 		int64_t now = sl_now_monotonic_ns();
 		if (now >= next_hb) {
-			struct sl_frame_heartbeat hb = {.emitted = e->n_lines,
+			uint64_t dropped = e->cfg.dropped ? e->cfg.dropped(e->cfg.dropped_arg) : 0;
+			struct sl_frame_heartbeat hb = {.emitted = e->n_lines + dropped,
 							.recorded = e->n_lines,
 							.exported = exported,
 							.acked = acked,
-							.dropped = 0,
+							.dropped = dropped,
 							.backlog = e->n_lines - acked};
 			char hbuf[SL_FRAME_HEARTBEAT_MAX];
 			int n = sl_frame_heartbeat_build(&hb, hbuf, sizeof(hbuf));

@@ -21,6 +21,10 @@ struct sl_exporter_cfg {
 	const char *control;	/* the supervisor's control socket path */
 	uint8_t key[SL_FRAME_KEY_LEN];
 	unsigned heartbeat_ms; /* default 1000 */
+	/* Events the sensor emitted but could not record (the heartbeat's "dropped"); called from the
+	 * exporter thread, must be thread-safe. NULL: 0. */
+	uint64_t (*dropped)(void *arg);
+	void *dropped_arg;
 };
 
 struct sl_exporter_stats {

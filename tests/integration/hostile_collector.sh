@@ -10,7 +10,7 @@ hostile_collector_start() {
 	HC_DB=$SL_TMP/hostile.db
 	HC_SECRET=$SL_TMP/hostile.secret
 	(umask 077 && head -c 32 /dev/urandom >"$HC_SECRET")
-	collectd_bg "$HC_SOCK" "$HC_DB" "$HC_SECRET"
+	collectd_bg "$HC_SOCK" "$HC_DB" "$HC_SECRET" "$@"
 	HC_PID=$BG_PID
 }
 hostile_collector_stop() { kill "$HC_PID" 2>/dev/null || true; wait "$HC_PID" 2>/dev/null || true; }
@@ -73,7 +73,7 @@ test_hostile_collector() {
 	command -v sqlite3 >/dev/null || skip "needs the sqlite3 command"
 	# The interpreter itself, not a version manager's shim: ~25 runs of the client, each 0.1 s, not 0.4.
 	HC_PY=$(python3 -c 'import sys; print(sys.executable)')
-	hostile_collector_start
+	hostile_collector_start --metrics tcp:127.0.0.1:19473
 	trap 'hostile_collector_stop; rm -rf "$SL_TMP"' EXIT
 	declare -gA HC_EXPECT=()
 	HC_VIOLATIONS=()
@@ -129,6 +129,10 @@ test_hostile_collector() {
 		"bad_line=1 bad_magic=1 bad_tag=1 duplicate=1 other_sandbox=1 other_sandbox_key=1 out_of_order=1 oversize=1 replay=2 truncated_body=1 wrong_key=1" \
 		"rejects table"
 	echo "rejects: $(hc_rejects)"
+	# Drops reported by sensors: the valid sessions' heartbeats say dropped=5 (B sent none).
+	python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:19473/metrics').read().decode())" >"$SL_TMP/metrics"
+	grep -q '^sightline_sensor_dropped_total 5$' "$SL_TMP/metrics" || fail "sensor drops: $(grep dropped "$SL_TMP/metrics")"
+	grep -q '^sightline_frames_rejected_total{reason="other_sandbox_key"} 1$' "$SL_TMP/metrics" || fail "other_sandbox_key in /metrics"
 	if [ ${#HC_VIOLATIONS[@]} -gt 0 ]; then
 		printf '%s\n' "${HC_VIOLATIONS[@]}" >&2
 		fail "${#HC_VIOLATIONS[@]} promise(s) of docs/protocol.md broken (see above)"
