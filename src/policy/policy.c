@@ -112,6 +112,7 @@ static int policy_copy(struct sl_policy *dst, const struct sl_policy *src)
 	dst->tmp = src->tmp;
 	dst->redact_argv = src->redact_argv;
 	dst->record_opens = src->record_opens;
+	dst->record_wait_on_full = src->record_wait_on_full;
 	memcpy(dst->tcp_connect, src->tcp_connect, sizeof(dst->tcp_connect));
 	dst->n_tcp_connect =
 	    src->n_tcp_connect > SL_POLICY_MAX_PORTS ? SL_POLICY_MAX_PORTS : src->n_tcp_connect;
@@ -862,6 +863,37 @@ static int key_sensor(struct pctx *c, const char *key)
 	return parse_fixed_map(c, key, sensor_keys, SL_ARRAY_LEN(sensor_keys));
 }
 
+static int key_on_full(struct pctx *c, const char *key)
+{
+	const char *s;
+	size_t n;
+	int r = get_scalar(c, key, "stop or wait", &s, &n);
+	if (r < 0)
+		return r;
+	if (plain(c) && n == 4 && !memcmp(s, "stop", 4)) {
+		c->p->record_wait_on_full = false;
+		return 0;
+	}
+	if (plain(c) && n == 4 && !memcmp(s, "wait", 4)) {
+		c->p->record_wait_on_full = true;
+		return 0;
+	}
+	QBUF;
+	return perr(c, here(c), "%s: expected stop or wait, got %s", key, quote(s, n, qbuf));
+}
+
+static const struct key_spec record_keys[] = {
+    {"on_full", key_on_full},
+};
+
+static int key_record(struct pctx *c, const char *key)
+{
+	int r = map_start(c, key);
+	if (r < 0)
+		return r;
+	return parse_fixed_map(c, key, record_keys, SL_ARRAY_LEN(record_keys));
+}
+
 /* ASCII only, independent of the caller's locale. */
 static bool env_name_char(char ch, bool first)
 {
@@ -948,6 +980,7 @@ static const struct key_spec top_keys[] = {
     {"tmp", key_tmp},
     {"redact_argv", key_redact_argv},
     {"sensor", key_sensor},
+    {"record", key_record},
     {"env", key_env},
 };
 

@@ -32,6 +32,10 @@ struct sl_policy {
 	bool tmp;		/* give a private tmpfs /tmp (default true) */
 	bool redact_argv;	/* redact secret-looking argv values (default true) */
 	bool record_opens;	/* the sensor records file.open (default true; false only for tests of gaps) */
+	/* record.on_full: when the record's disk is full, the workload's syscall waits until the line
+	 * fits ("wait", true) or the sandbox is stopped ("stop", false, the default). Either way the
+	 * workload never goes on unrecorded. */
+	bool record_wait_on_full;
 	char *env[SL_POLICY_MAX_PATHS]; /* NAME=VALUE pairs given to the workload (default PATH, HOME, LANG) */
 	size_t n_env;
 };

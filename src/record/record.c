@@ -288,6 +288,14 @@ int64_t sl_record_append(struct sl_record *r, const char *class_name, int64_t ti
 	return seq;
 }
 
+int sl_record_failed(struct sl_record *r)
+{
+	pthread_mutex_lock(&r->mu);
+	int e = r->sync_err;
+	pthread_mutex_unlock(&r->mu);
+	return e;
+}
+
 uint64_t sl_record_count(struct sl_record *r)
 {
 	pthread_mutex_lock(&r->mu);

@@ -41,6 +41,11 @@ int sl_record_create(struct sl_record **out, const char *dir, const char *sandbo
  * the file and the sequence does not advance. Returns the event's seq (>= 1) or -errno. */
 int64_t sl_record_append(struct sl_record *r, const char *class_name, int64_t time_ns, const struct sl_json *body);
 
+/* The record's sticky failure (a background fdatasync or a roll-back failed: no append can succeed
+ * any more), or 0 when a failed append may be retried (e.g. a write that hit -ENOSPC and was rolled
+ * back). */
+int sl_record_failed(struct sl_record *r);
+
 /* Number of events appended so far (== last seq). */
 uint64_t sl_record_count(struct sl_record *r);
 /* Current head hash (hex). */

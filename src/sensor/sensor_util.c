@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -75,12 +76,59 @@ const char *sl_errno_name(int e)
 	return n ? n : "E?";
 }
 
+/* record.on_full: wait. The record's disk is full: hold the workload's syscall (we are answering
+ * its notification, so it cannot go on) and retry with backoff, 10 ms doubling to 250 ms, until the
+ * line fits. Once space returns, a sensor.gap says how long the workload waited, then the held
+ * event itself. Gives up (returns the error: stop, fail closed) when the supervisor is stopping. */
+static int64_t wait_for_space(struct sl_supervisor *s, const char *cls, struct sl_json *j, int64_t err)
+{
+	int64_t since = sl_now_realtime_ns();
+	unsigned ms = 10;
+	bool gap_written = false;
+	for (;;) {
+		if (atomic_load(&s->stopping))
+			return err;
+		int sticky = sl_record_failed(s->rec);
+		if (sticky)
+			return sticky; /* the record itself is broken: no amount of space helps */
+		struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+		nanosleep(&ts, NULL);
+		ms = ms >= 125 ? 250 : ms * 2;
+		int64_t r;
+		if (!gap_written) {
+			struct sl_json g;
+			sl_json_init(&g);
+			sl_json_str(&g, "gap", "record-full", 0);
+			sl_json_str(&g, "detail", "record disk full, workload waiting", 0);
+			sl_json_int(&g, "since_ns", since);
+			sl_json_int(&g, "waited_ms", (sl_now_realtime_ns() - since) / 1000000);
+			sl_json_str(&g, "held", cls, 0);
+			sl_json_ocsf(&g, 2004, 1, 0);
+			r = sl_json_error(&g);
+			if (r == 0)
+				r = sl_record_append(s->rec, "sensor.gap", sl_now_realtime_ns(), &g);
+			sl_json_free(&g);
+			if (r == -ENOSPC || r == -EDQUOT)
+				continue;
+			if (r < 0)
+				return r;
+			atomic_fetch_add(&s->c.gap, 1);
+			gap_written = true;
+		}
+		r = sl_record_append(s->rec, cls, sl_now_realtime_ns(), j);
+		if (r != -ENOSPC && r != -EDQUOT)
+			return r;
+	}
+}
+
 /* Append an event; on failure stop everything (fail closed). Returns 0 or -errno. */
 int64_t sl_emit_seq(struct sl_supervisor *s, const char *cls, struct sl_json *j)
 {
 	int64_t seq = sl_json_error(j);
 	if (seq == 0)
 		seq = sl_record_append(s->rec, cls, sl_now_realtime_ns(), j);
+	if ((seq == -ENOSPC || seq == -EDQUOT) && s->policy && s->policy->record_wait_on_full)
+		seq = wait_for_space(s, cls, j, seq);
 	int r = seq < 0 ? (int)seq : 0;
 	if (r < 0) {
 		int expected = 0;

@@ -233,3 +233,49 @@ test_secret_argv_redacted() {
 	! grep -q 'hunter2\|ghp_abc' "$REC" || fail "secret in the record"
 	rec_has '.class=="process.exec" and (.argv|index("PASSWORD=[REDACTED]"))' || fail "redaction marker missing"
 }
+
+test_disk_full_waits_by_policy() {
+	need_root
+	mkdir -p "$SL_TMP/small"
+	mount -t tmpfs -o size=1m tmpfs "$SL_TMP/small" || skip "cannot mount a tmpfs"
+	trap 'umount -l "$SL_TMP/small" 2>/dev/null; rm -rf "$SL_TMP"' EXIT
+	mkdir -p "$SL_TMP/ws-root" "$SL_TMP/small/rec"
+	echo x >"$SL_TMP/ws-root/f"
+	chown -R 1000:1000 "$SL_TMP/ws-root"
+	cp "$SL_PROBES/probe" "$SL_TMP/ws-root/probe"
+	printf 'workspace: %s\nrecord: {on_full: wait}\n' "$SL_TMP/ws-root" >"$SL_TMP/p.yaml"
+	# All but ~200 KiB of the record's disk is taken; 2 s after the start it is freed again.
+	head -c 800k /dev/zero >"$SL_TMP/small/filler"
+	( sleep 2; date +%s%N >"$SL_TMP/freed_at"; rm -f "$SL_TMP/small/filler" ) &
+	local freer=$!
+	set +e
+	"$SL_BIN" run --tenant t --agent a --task k --version v --credential-ref r --policy "$SL_TMP/p.yaml" \
+		--record-dir "$SL_TMP/small/rec" -- /workspace/probe opens 1000 /workspace/f >"$SL_TMP/out" 2>"$SL_TMP/err"
+	local rc=$?
+	set -e
+	wait "$freer"
+	cat "$SL_TMP/err"
+	assert_eq "$rc" 0 "exit status (the workload waited, then finished)"
+	REC=$(ls "$SL_TMP"/small/rec/*.jsonl)
+	"$SL_BIN" verify "$REC" >/dev/null || fail "the record does not verify: $("$SL_BIN" verify "$REC")"
+	# Every open the workload made is recorded, once.
+	assert_eq "$(jq -c 'select(.class=="file.open" and .path=="/workspace/f")' "$REC" | wc -l)" 1000 "recorded opens"
+	# The wait is said, once space returned, right before the event whose syscall waited.
+	rec_has '.class=="sensor.gap" and .gap=="record-full" and .detail=="record disk full, workload waiting"' ||
+		fail "no record-full gap"
+	python3 - "$REC" "$(cat "$SL_TMP/freed_at")" <<'PY'
+import json, sys
+rec = [json.loads(l) for l in open(sys.argv[1])]
+freed = int(sys.argv[2])
+gaps = [i for i, e in enumerate(rec) if e["class"] == "sensor.gap" and e.get("gap") == "record-full"]
+assert len(gaps) == 1, gaps
+g = rec[gaps[0]]
+held = rec[gaps[0] + 1]
+print(f"waited {(g['time'] - g['since_ns']) / 1e9:.2f} s for space (freed {(freed - g['since_ns']) / 1e9:.2f} s after it filled); held: {held['class']}")
+assert held["class"] == g["held"], (held, g)
+assert g["time"] >= freed, "the gap was written before space returned"
+# Nothing of the workload was recorded while it waited: the line before the gap is older than
+# the start of the wait, the held event is after the space returned.
+assert rec[gaps[0] - 1]["time"] <= g["since_ns"] and held["time"] >= freed
+PY
+}

@@ -68,6 +68,7 @@ static void check_defaults(const struct sl_policy *p)
 	CHECK(p->tmp == true);
 	CHECK(p->redact_argv == true);
 	CHECK(p->record_opens == true);
+	CHECK(p->record_wait_on_full == false);
 	check_default_env(p, "/workspace");
 }
 
@@ -111,6 +112,8 @@ static const char full_example[] =
     "redact_argv: false\n"
     "sensor:\n"
     "  record_opens: false\n"
+    "record:\n"
+    "  on_full: wait\n"
     "env: {PATH: \"/usr/bin:/bin\", LANG: C.UTF-8, EMPTY: \"\", _X1: 'a=b: c'}\n";
 
 static void test_full_example(void)
@@ -146,6 +149,7 @@ static void test_full_example(void)
 	CHECK(p.tmp == false);
 	CHECK(p.redact_argv == false);
 	CHECK(p.record_opens == false);
+	CHECK(p.record_wait_on_full == true);
 	/* env replaces the default entirely: no HOME, no TMPDIR. */
 	CHECK(p.n_env == 4);
 	if (p.n_env == 4) {
@@ -314,6 +318,9 @@ static const struct bad bads[] = {
     {"tmp: True\n", 1, 6, "tmp: expected true or false, got \"True\""},
     {"redact_argv: \"true\"\n", 1, 14, "redact_argv: expected unquoted true or false"},
     {"sensor:\n  record_opens: off\n", 2, 17, "sensor.record_opens: expected true or false"},
+    {"record: {on_full: pause}\n", 1, 19, "record.on_full: expected stop or wait, got \"pause\""},
+    {"record: {on_full: \"wait\"}\n", 1, 19, "record.on_full: expected stop or wait"},
+    {"record: {on_fill: wait}\n", 1, 10, "record: unknown key \"on_fill\""},
     /* env */
     {"env: {SIGHTLINE_X: 1}\n", 1, 7, "env: variable \"SIGHTLINE_X\" is reserved"},
     {"env: {sightline_token: 1}\n", 1, 7, "env: variable \"sightline_token\" is reserved"},
