@@ -64,7 +64,8 @@ static int gate(const char *admin, const char *risk, const char *cred, char *why
 	struct timeval tv = {.tv_sec = 1};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	char req[320], resp[256] = "";
-	int n = snprintf(req, sizeof(req), "GATE %s %.256s\n", risk, cred);
+	int n = cred && *cred ? snprintf(req, sizeof(req), "GATE %s %.256s\n", risk, cred)
+			      : snprintf(req, sizeof(req), "GATE %s\n", risk);
 	ssize_t got = -1;
 	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) == n)
 		got = recv(fd, resp, sizeof(resp) - 1, 0);

@@ -763,7 +763,7 @@ int sl_cmd_run(int argc, char **argv)
 	/* Wait for the workload, the wall limit, an operator signal, or (high risk, streaming) the
 	 * collector's silence past the risk class's limit. */
 	unsigned watchdog_ms = exporter ? blind_limit_ms(&o) : 0;
-	bool stopped_blind = false, export_blind = false;
+	bool stopped_blind = false, export_blind = false, warned_refused = false;
 	int64_t blind_mono_ns = 0, blind_real_ns = 0;
 	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	const char *reason = "exited";
@@ -801,6 +801,12 @@ int sl_cmd_run(int argc, char **argv)
 				export_blind = false;
 				export_restored_event(rec, &o, &es, blind_real_ns,
 						      sl_now_realtime_ns() - (now_mono - es.last_answer_ns));
+			}
+			if (!warned_refused && es.error_code == SL_FRAME_ERR_REVOKED && strcmp(o.risk_class, "high") != 0) {
+				warned_refused = true;
+				fprintf(stderr, "sightline run: the collector refused the sandbox: %s; the workload (risk %s) "
+						"keeps running, recorded but not watched\n",
+					es.error_msg, o.risk_class);
 			}
 			if (!stopped_blind && es.error_code == SL_FRAME_ERR_REVOKED && !strcmp(o.risk_class, "high")) {
 				/* The collector will not watch this sandbox (its credential reference is
