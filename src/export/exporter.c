@@ -42,6 +42,7 @@ struct sl_exporter {
 	/* the collector's last ERROR (under mu) */
 	uint16_t error_code;
 	char error_msg[SL_FRAME_ERROR_MSG_MAX + 1];
+	bool session_error; /* an ERROR on the current connection */
 	uint8_t *rbuf;
 	size_t rlen;
 	char *scanbuf;
@@ -209,6 +210,7 @@ static int recv_frames(struct sl_exporter *e, int fd, struct sl_frame_ctx *ctx, 
 			/* The collector refused something (and acked what it has): resend from there. */
 			atomic_store(&e->exported, atomic_load(&e->acked));
 			pthread_mutex_lock(&e->mu);
+			e->session_error = true;
 			e->error_code = f.error_code;
 			snprintf(e->error_msg, sizeof(e->error_msg), "%.*s", (int)f.error_msg_len, f.error_msg);
 			pthread_mutex_unlock(&e->mu);
@@ -234,6 +236,9 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 	struct sl_frame_ctx ctx;
 	sl_frame_ctx_init(&ctx, SL_FRAME_ROLE_SUPERVISOR, e->cfg.key);
 	e->rlen = 0;
+	pthread_mutex_lock(&e->mu);
+	e->session_error = false;
+	pthread_mutex_unlock(&e->mu);
 	int r;
 	/* CHALLENGE, then HELLO, then the collector's ACK says where to resume. */
 	for (int tries = 0; !ctx.have_challenge && tries < 50; tries++)
@@ -267,9 +272,13 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 	for (int tries = 0; atomic_load(&e->acked) == 0 && ctx.recv_seq == 0 && tries < 50; tries++)
 		if ((r = recv_frames(e, fd, &ctx, 100)) < 0)
 			goto out;
-	if (ctx.recv_seq == 0) {
+	pthread_mutex_lock(&e->mu);
+	bool refused = e->session_error;
+	pthread_mutex_unlock(&e->mu);
+	if (ctx.recv_seq == 0 || (refused && atomic_load(&e->acked) == 0)) {
+		/* No answer, or an ERROR instead of the ACK (e.g. a revoked credential): not connected. */
 		atomic_store(&e->acked, before);
-		r = -ETIMEDOUT;
+		r = refused ? -ECONNREFUSED : -ETIMEDOUT;
 		goto out;
 	}
 	atomic_store(&e->exported, atomic_load(&e->acked)); /* resume after what is durable */
