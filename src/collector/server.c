@@ -222,20 +222,29 @@ static int known_cb(void *arg, const struct sl_store_health *hl)
 	return 1;
 }
 
-/* Remember a bound sandbox's key id (ring of MAX_KEY_IDS). */
-static void key_id_remember(struct server *s, const char *sandbox_id)
+/* Remember a bound sandbox's key id (ring of MAX_KEY_IDS, newest kept). Called once per binding
+ * (a new one, or each stored one at start), so no sandbox is in it twice. stored: the binding's
+ * key_fingerprint, used when it is a key id (bindings made since protocol version 2), else the
+ * key id is derived again. */
+static void key_id_remember(struct server *s, const char *sandbox_id, const char *stored)
 {
-	uint8_t key[SL_FRAME_KEY_LEN];
 	char kid[SL_FRAME_KEY_ID_LEN + 1];
-	if (!s->key_ids || sl_frame_derive_key(s->cfg->master, sandbox_id, key) < 0)
+	if (!s->key_ids)
 		return;
-	int r = sl_frame_key_id(key, kid);
-	explicit_bzero(key, sizeof(key));
-	if (r < 0)
-		return;
-	for (size_t i = 0; i < s->n_key_ids; i++)
-		if (!strcmp(s->key_ids[i].sandbox_id, sandbox_id))
+	bool ok = stored && strlen(stored) == SL_FRAME_KEY_ID_LEN;
+	for (size_t i = 0; ok && i < SL_FRAME_KEY_ID_LEN; i++)
+		ok = (stored[i] >= '0' && stored[i] <= '9') || (stored[i] >= 'a' && stored[i] <= 'f');
+	if (ok) {
+		memcpy(kid, stored, sizeof(kid));
+	} else {
+		uint8_t key[SL_FRAME_KEY_LEN];
+		if (sl_frame_derive_key(s->cfg->master, sandbox_id, key) < 0)
 			return;
+		int r = sl_frame_key_id(key, kid);
+		explicit_bzero(key, sizeof(key));
+		if (r < 0)
+			return;
+	}
 	struct known_key *k = &s->key_ids[s->key_ids_next];
 	memcpy(k->key_id, kid, sizeof(kid));
 	snprintf(k->sandbox_id, sizeof(k->sandbox_id), "%s", sandbox_id);
@@ -246,7 +255,7 @@ static void key_id_remember(struct server *s, const char *sandbox_id)
 
 static int key_id_load_cb(void *arg, const struct sl_store_health *h)
 {
-	key_id_remember(arg, h->binding.sandbox_id);
+	key_id_remember(arg, h->binding.sandbox_id, h->binding.key_fingerprint);
 	return 0;
 }
 
@@ -347,7 +356,7 @@ static int on_hello(struct server *s, struct conn *c, size_t *used)
 		}
 		r = rv < 0 ? rv : sl_store_bind(s->st, &b);
 		if (r >= 0)
-			key_id_remember(s, sid);
+			key_id_remember(s, sid, h.key_id);
 	}
 	if (r < 0) {
 		reject(s, "store_error");

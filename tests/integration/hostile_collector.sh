@@ -9,7 +9,7 @@ hostile_collector_start() {
 	HC_SOCK=$SL_TMP/hostile.sock
 	HC_DB=$SL_TMP/hostile.db
 	HC_SECRET=$SL_TMP/hostile.secret
-	(umask 077 && head -c 32 /dev/urandom >"$HC_SECRET")
+	[ -e "$HC_SECRET" ] || (umask 077 && head -c 32 /dev/urandom >"$HC_SECRET")
 	collectd_bg "$HC_SOCK" "$HC_DB" "$HC_SECRET" "$@"
 	HC_PID=$BG_PID
 }
@@ -133,6 +133,10 @@ test_hostile_collector() {
 	python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:19473/metrics').read().decode())" >"$SL_TMP/metrics"
 	grep -q '^sightline_sensor_dropped_total 5$' "$SL_TMP/metrics" || fail "sensor drops: $(grep dropped "$SL_TMP/metrics")"
 	grep -q '^sightline_frames_rejected_total{reason="other_sandbox_key"} 1$' "$SL_TMP/metrics" || fail "other_sandbox_key in /metrics"
+	# After a restart the collector still knows B's key id (from B's stored binding).
+	hostile_collector_stop
+	hostile_collector_start --metrics tcp:127.0.0.1:19473
+	hc_hostile other_key other_sandbox_key closes
 	if [ ${#HC_VIOLATIONS[@]} -gt 0 ]; then
 		printf '%s\n' "${HC_VIOLATIONS[@]}" >&2
 		fail "${#HC_VIOLATIONS[@]} promise(s) of docs/protocol.md broken (see above)"
