@@ -1043,6 +1043,54 @@ static void bench(size_t total, size_t batch, size_t line_size, int sandboxes)
 	free(p);
 }
 
+static int alert_start_cb(void *arg, const struct sl_store_alert *a)
+{
+	int64_t *out = arg;
+	out[0] = a->started_ns;
+	out[1] = a->detail && !strcmp(a->detail, "moved") ? 1 : 0;
+	return 0;
+}
+
+/* Readers open read-only: nothing is created, nothing can be written; an alert's start can be moved. */
+static void test_readonly_and_restart(void)
+{
+	char *missing = path_in("no-such.db");
+	struct sl_store *ro = NULL;
+	CHECK_EQ(sl_store_open_readonly(missing, &ro), -ENOENT);
+	CHECK(ro == NULL);
+	CHECK(strstr(sl_store_errmsg(NULL), "no collector store at ") && strstr(sl_store_errmsg(NULL), missing));
+	CHECK(access(missing, F_OK) < 0 && errno == ENOENT);
+	CHECK_EQ(sl_store_open_readonly(tmpdir, &ro), -EINVAL); /* a directory */
+	char *notdb = path_in("notes.txt");
+	FILE *f = fopen(notdb, "w");
+	CHECK(f && fputs("not a database, but long enough to look like a header of something else\n", f) >= 0);
+	fclose(f);
+	int r = sl_store_open_readonly(notdb, &ro);
+	CHECK(r == -EBADMSG || r == -EPROTO);
+
+	char *p = path_in("ro.db");
+	struct sl_store *s = open_ok(p);
+	struct sl_store_binding b = binding(SID_A, "t1", "task1", 1000);
+	CHECK_RC(s, sl_store_bind(s, &b), 0);
+	int64_t id = sl_store_alert_open(s, SID_A, "blind", "warning", 5000, "own");
+	CHECK(id > 0);
+	CHECK_RC(s, sl_store_alert_restart(s, id, 7000, "moved"), 0);
+	CHECK_RC(s, sl_store_alert_restart(s, id + 100, 7000, NULL), -ENOENT);
+	CHECK_RC(s, sl_store_alert_restart(s, id, 0, NULL), -EINVAL);
+	CHECK_EQ(sl_store_open_readonly(p, &ro), 0);
+	int64_t seen[2] = {0, 0};
+	struct sl_store_filter af = {.kind = "blind"};
+	CHECK_RC(ro, sl_store_each_alert(ro, &af, alert_start_cb, seen), 0);
+	CHECK_EQ(seen[0], 7000);
+	CHECK_EQ(seen[1], 1);
+	CHECK_RC(ro, sl_store_reject(ro, "x"), -EROFS);
+	sl_store_close(ro);
+	sl_store_close(s);
+	free(missing);
+	free(notdb);
+	free(p);
+}
+
 int main(int argc, char **argv)
 {
 	CHECK(mkdtemp(tmpdir));
@@ -1054,6 +1102,7 @@ int main(int argc, char **argv)
 	test_full();
 	test_schema_version();
 	test_crash();
+	test_readonly_and_restart();
 	size_t total = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000000;
 	bench(total, 4096, 500, 4);
 	bench(total / 10, 64, 500, 4);
