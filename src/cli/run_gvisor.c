@@ -231,6 +231,12 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	sink.stop_pipe[0] = sink.stop_pipe[1] = -1;
 	sl_json_init(&j);
 
+	if (geteuid() != 0) {
+		/* runsc needs root here (its rootless mode is not wired up): say so, do not degrade. */
+		fprintf(stderr, "sightline run: --runtime gvisor must be run as root (runsc run)\n");
+		status = 3;
+		goto out;
+	}
 	int r = sl_gvisor_version(NULL, version, sizeof(version));
 	if (r < 0) {
 		fprintf(stderr, "sightline run: --runtime gvisor needs runsc (`runsc --version` failed: %s)\n",
