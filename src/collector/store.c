@@ -1397,3 +1397,27 @@ int sl_store_each_acceptance(struct sl_store *s, const char *contract,
 	struct acceptance_ctx c = {cb, arg};
 	return q_each(s, st, acceptance_row, &c);
 }
+
+/* ---- what observed a sandbox (from its record.begin) ---- */
+
+int sl_store_set_runtime(struct sl_store *s, const char *sandbox_id, const char *runtime,
+			 const char *runtime_version, const char *sensor_version)
+{
+	sqlite3_stmt *st;
+	/* Not a cached statement: once per sandbox. */
+	int rc = sqlite3_prepare_v2(s->db,
+				    "UPDATE bindings SET runtime = ?1, runtime_version = ?2, sensor_version = ?3 "
+				    "WHERE sandbox_id = ?4",
+				    -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(s, rc);
+	if (bind_str(st, 1, runtime) | bind_str(st, 2, runtime_version) | bind_str(st, 3, sensor_version) |
+	    bind_str(st, 4, sandbox_id)) {
+		int r = fail(s, sqlite3_errcode(s->db));
+		sqlite3_finalize(st);
+		return r;
+	}
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : fail(s, rc);
+}

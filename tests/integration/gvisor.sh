@@ -194,4 +194,7 @@ test_gvisor_collector_export() {
 	cmp "$SL_TMP/stored" "$REC" || fail "collector's copy differs ($(wc -l <"$SL_TMP/stored") vs $(wc -l <"$REC") lines)"
 	"$SL_BIN" status --db "$db" | grep -q ' ended ' || fail "sandbox not ended: $("$SL_BIN" status --db "$db")"
 	[ "$(grep -c '"class":"file.open".*"path":"/workspace/f"' "$SL_TMP/stored")" = 2000 ] || fail "file.open events stored"
+	# The binding names what observed it: taken from the verified record.begin.
+	assert_eq "$(sqlite3 "$db" "select runtime || '|' || runtime_version || '|' || sensor_version from bindings")" \
+		"gvisor|$(runsc --version | head -n 1)|gvisor-remote/1" "binding's runtime"
 }
