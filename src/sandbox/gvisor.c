@@ -1,5 +1,6 @@
 /* Building and driving one runsc sandbox (see gvisor.h). */
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -231,6 +232,7 @@ int sl_gvisor_prepare(const struct sl_gvisor_cfg *cfg, struct sl_gvisor *g, char
 	memset(g, 0, sizeof(*g));
 	g->pid = -1;
 	g->pidfd = -1;
+	g->relay_fd[0] = g->relay_fd[1] = -1;
 	g->runsc = cfg->runsc ? cfg->runsc : "runsc";
 	snprintf(g->id, sizeof(g->id), "%s", cfg->container_id);
 	char rootfs[PATH_MAX], conf[PATH_MAX];
@@ -329,8 +331,52 @@ int sl_gvisor_version(const char *runsc, char *out, size_t len)
 	return out[0] ? 0 : -ENOENT;
 }
 
+/* Copy the sandbox's stdout/stderr pipes to ours until both end, or until told to stop and
+ * nothing came for 100 ms (a straggler holding a pipe must not hold the supervisor). */
+static void *relay_main(void *arg)
+{
+	struct sl_gvisor *g = arg;
+	sigset_t pipe_sig;
+	sigemptyset(&pipe_sig);
+	sigaddset(&pipe_sig, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_sig, NULL); /* a closed stdout is EPIPE here, not death */
+	char buf[16384];
+	for (;;) {
+		struct pollfd pf[2] = {{.fd = g->relay_fd[0], .events = POLLIN}, {.fd = g->relay_fd[1], .events = POLLIN}};
+		if (pf[0].fd < 0 && pf[1].fd < 0)
+			break;
+		int pr = poll(pf, 2, 100);
+		if (pr == 0 && atomic_load(&g->relay_stop))
+			break;
+		for (int i = 0; i < 2; i++) {
+			if (pf[i].fd < 0 || !pf[i].revents)
+				continue;
+			ssize_t n = read(pf[i].fd, buf, sizeof(buf));
+			if (n > 0) {
+				(void)sl_write_all(1 + i, buf, (size_t)n);
+			} else if (n == 0 || errno != EINTR) {
+				close(g->relay_fd[i]);
+				g->relay_fd[i] = -1;
+			}
+		}
+	}
+	return NULL;
+}
+
 int sl_gvisor_start(const struct sl_gvisor_cfg *cfg, struct sl_gvisor *g, char *err, size_t errlen)
 {
+	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+		int e = -errno;
+		snprintf(err, errlen, "pipe: %s", strerror(-e));
+		for (int i = 0; i < 2; i++) {
+			if (outp[i] >= 0)
+				close(outp[i]);
+			if (errp[i] >= 0)
+				close(errp[i]);
+		}
+		return e;
+	}
 	char rootarg[PATH_MAX + 8], podarg[PATH_MAX + 20];
 	snprintf(rootarg, sizeof(rootarg), "--root=%s", g->root);
 	snprintf(podarg, sizeof(podarg), "--pod-init-config=%s", g->pod_config);
@@ -340,8 +386,13 @@ int sl_gvisor_start(const struct sl_gvisor_cfg *cfg, struct sl_gvisor *g, char *
 	g->start_mono_ns = sl_now_monotonic_ns();
 	pid_t pid = fork();
 	if (pid < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		return -errno;
+		int e = -errno;
+		snprintf(err, errlen, "fork: %s", strerror(-e));
+		for (int i = 0; i < 2; i++) {
+			close(outp[i]);
+			close(errp[i]);
+		}
+		return e;
 	}
 	if (pid == 0) {
 		/* Its own process group: the control path can kill runsc, its gofer and its sandbox
@@ -351,9 +402,23 @@ int sl_gvisor_start(const struct sl_gvisor_cfg *cfg, struct sl_gvisor *g, char *
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
+			_exit(127);
 		char *env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 		execvpe(g->runsc, args, env);
 		_exit(127);
+	}
+	close(outp[1]);
+	close(errp[1]);
+	g->relay_fd[0] = outp[0];
+	g->relay_fd[1] = errp[0];
+	atomic_store(&g->relay_stop, false);
+	if (pthread_create(&g->relay, NULL, relay_main, g) == 0) {
+		g->relay_on = true;
+	} else {
+		close(outp[0]);
+		close(errp[0]);
+		g->relay_fd[0] = g->relay_fd[1] = -1;
 	}
 	setpgid(pid, pid);
 	g->pid = pid;
@@ -405,6 +470,11 @@ int sl_gvisor_reap(struct sl_gvisor *g, int *wstatus, struct rusage *ru)
 	if (r < 0)
 		return -errno;
 	g->pid = 0;
+	if (g->relay_on) {
+		atomic_store(&g->relay_stop, true);
+		pthread_join(g->relay, NULL);
+		g->relay_on = false;
+	}
 	return 0;
 }
 
@@ -428,6 +498,16 @@ void sl_gvisor_destroy(struct sl_gvisor *g)
 		char *args[] = {(char *)g->runsc, rootarg, "delete", "--force", g->id, NULL};
 		runsc_cmd(g->runsc, args, NULL, 0);
 	}
+	if (g->relay_on) {
+		atomic_store(&g->relay_stop, true);
+		pthread_join(g->relay, NULL);
+		g->relay_on = false;
+	}
+	for (int i = 0; i < 2; i++)
+		if (g->relay_fd[i] >= 0) {
+			close(g->relay_fd[i]);
+			g->relay_fd[i] = -1;
+		}
 	if (g->pidfd >= 0)
 		close(g->pidfd);
 	g->pidfd = -1;

@@ -8,6 +8,8 @@
 #ifndef SL_GVISOR_H
 #define SL_GVISOR_H
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -38,6 +40,12 @@ struct sl_gvisor {
 	char id[80];
 	const char *runsc;
 	int64_t start_mono_ns, start_real_ns;
+	/* stdout/stderr relay: the Sentry writes a host file at its own offset per descriptor, so
+	 * `> log 2>&1` would overwrite one stream with the other; pipes and a copy thread keep both. */
+	int relay_fd[2];
+	pthread_t relay;
+	bool relay_on;
+	atomic_bool relay_stop;
 };
 
 /* First line of `runsc --version` ("runsc version 0.0~20221219.0") into out. 0 or -errno. */

@@ -198,3 +198,12 @@ test_gvisor_collector_export() {
 	assert_eq "$(sqlite3 "$db" "select runtime || '|' || runtime_version || '|' || sensor_version from bindings")" \
 		"gvisor|$(runsc --version | head -n 1)|gvisor-remote/1" "binding's runtime"
 }
+
+test_gvisor_stdout_stderr_one_file() {
+	need_runsc
+	mkdir -p "$SL_TMP/rec"
+	# The Sentry keeps its own offset per host descriptor: without the relay, `> f 2>&1` loses lines.
+	"$SL_BIN" run --runtime gvisor --tenant t --agent a --task k --version 1 --credential-ref c \
+		--record-dir "$SL_TMP/rec" --quiet -- /bin/sh -c 'echo out1; echo err1 >&2; echo out2' >"$SL_TMP/both" 2>&1
+	assert_eq "$(tr '\n' ' ' <"$SL_TMP/both")" "out1 err1 out2 " "stdout and stderr in one file"
+}
