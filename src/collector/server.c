@@ -253,7 +253,7 @@ static int on_hello(struct server *s, struct conn *c, size_t *used)
 				     .version = h.version,
 				     .credential_ref = h.credential_ref,
 				     .risk_class = h.risk_class,
-				     .runtime = "native",
+				     .runtime = NULL, /* from the record.begin line (runtime_from_begin) */
 				     .control = h.control,
 				     .started_ns = sl_now_realtime_ns()};
 	uint64_t last = 0;
