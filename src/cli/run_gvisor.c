@@ -95,7 +95,8 @@ static const char *control(int lfd, struct sl_gvisor *g, struct sl_record *rec)
 		const char *resp = "ok\n";
 		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || (cr.uid != 0 && cr.uid != geteuid())) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+		    (cr.uid != 0 && cr.uid != geteuid())) {
 			resp = "denied\n";
 		} else {
 			ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
@@ -163,7 +164,8 @@ static void begin_body(struct sl_json *j, const struct sl_gv_run_args *a, const 
 		size_t keep;
 		if (p->redact_argv && sl_redact_arg(i ? a->argv[i - 1] : NULL, a->argv[i], &keep)) {
 			char red[300];
-			snprintf(red, sizeof(red), "%.*s%s", (int)(keep < 256 ? keep : 256), a->argv[i], SL_REDACTED);
+			snprintf(red, sizeof(red), "%.*s%s", (int)(keep < 256 ? keep : 256), a->argv[i],
+				 SL_REDACTED);
 			sl_json_str(j, NULL, red, 0);
 		} else {
 			sl_json_str(j, NULL, a->argv[i], 256);
@@ -185,7 +187,8 @@ static void begin_body(struct sl_json *j, const struct sl_gv_run_args *a, const 
 	sl_json_obj_open(j, "layers");
 	sl_json_str(j, "sandbox", "runsc (gVisor Sentry, ptrace platform)", 0);
 	sl_json_str(j, "network", "none", 0);
-	sl_json_str(j, "rootfs", "empty, read-only; read_only paths bound read-only; workspace read-write", 0);
+	sl_json_str(j, "rootfs", "empty, read-only; read_only paths bound read-only; workspace read-write",
+		    0);
 	sl_json_str(j, "trace_sink", "remote (SOCK_SEQPACKET, supervisor-owned)", 0);
 	sl_json_uint(j, "sink_retries", retries);
 	sl_json_bool(j, "no_new_privs", true);
@@ -239,7 +242,8 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	}
 	int r = sl_gvisor_version(NULL, version, sizeof(version));
 	if (r < 0) {
-		fprintf(stderr, "sightline run: --runtime gvisor needs runsc (`runsc --version` failed: %s)\n",
+		fprintf(stderr,
+			"sightline run: --runtime gvisor needs runsc (`runsc --version` failed: %s)\n",
 			strerror(-r));
 		status = 3;
 		goto out;
@@ -262,8 +266,10 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	/* Private per-sandbox directory beside the record (the record dir is 0700 and outside the
 	 * workspace); nothing in it is mounted into the sandbox. */
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s.gvisor", a->recdir, a->sandbox_id) >= sizeof(dir) ||
-	    (size_t)snprintf(sink_path, sizeof(sink_path), "%s/sink.sock", dir) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-		fprintf(stderr, "sightline run: record dir %s is too long for the sink socket path\n", a->recdir);
+	    (size_t)snprintf(sink_path, sizeof(sink_path), "%s/sink.sock", dir) >=
+		sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		fprintf(stderr, "sightline run: record dir %s is too long for the sink socket path\n",
+			a->recdir);
 		goto out;
 	}
 	char *envp[SL_POLICY_MAX_PATHS + 1];
@@ -302,14 +308,16 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	r = append(rec, "record.begin", &j);
 	/* What this runtime does not do, said once at the start (docs/gvisor.md). */
 	if (r == 0)
-		r = declared_gap(rec, &j, "gvisor-policy-deny",
-				 "runsc enforces the policy by what the bundle contains: hidden paths do not exist "
-				 "(ENOENT) and there is no network (--network=none); only EROFS/EACCES/EPERM of an open "
-				 "become policy.deny, port rules and seccomp refusals are not reported as denials");
+		r = declared_gap(
+		    rec, &j, "gvisor-policy-deny",
+		    "runsc enforces the policy by what the bundle contains: hidden paths do not exist "
+		    "(ENOENT) and there is no network (--network=none); only EROFS/EACCES/EPERM of an open "
+		    "become policy.deny, port rules and seccomp refusals are not reported as denials");
 	if (r == 0 && (pol->limits.memory_bytes || pol->limits.pids))
-		r = declared_gap(rec, &j, "gvisor-limits",
-				 "the policy's memory and pids cgroup limits are not applied to the runsc sandbox "
-				 "(the rlimits nofile, cpu, file_size and pids as RLIMIT_NPROC are)");
+		r = declared_gap(
+		    rec, &j, "gvisor-limits",
+		    "the policy's memory and pids cgroup limits are not applied to the runsc sandbox "
+		    "(the rlimits nofile, cpu, file_size and pids as RLIMIT_NPROC are)");
 	if (r == 0 && !pol->record_opens)
 		r = declared_gap(rec, &j, "file.open", "the policy turned off recording of file opens");
 	if (r < 0) {
@@ -376,9 +384,12 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	bool stopped_blind = false;
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	const char *reason = "exited";
-	int64_t deadline = pol->limits.wall_seconds ? g.start_mono_ns + (int64_t)pol->limits.wall_seconds * 1000000000LL : 0;
+	int64_t deadline =
+	    pol->limits.wall_seconds ? g.start_mono_ns + (int64_t)pol->limits.wall_seconds * 1000000000LL : 0;
 	for (;;) {
-		struct pollfd pf[3] = {{.fd = g.pidfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}, {.fd = ctl_fd, .events = POLLIN}};
+		struct pollfd pf[3] = {{.fd = g.pidfd, .events = POLLIN},
+				       {.fd = sfd, .events = POLLIN},
+				       {.fd = ctl_fd, .events = POLLIN}};
 		int timeout = -1;
 		if (deadline) {
 			int64_t left = (deadline - sl_now_monotonic_ns()) / 1000000;
@@ -403,7 +414,8 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 				sl_json_str(&cj, "by", "supervisor", 0);
 				char why[160];
 				snprintf(why, sizeof(why),
-					 "high-risk sandbox blind: no acknowledgement from the collector for %lld ms "
+					 "high-risk sandbox blind: no acknowledgement from the collector for "
+					 "%lld ms "
 					 "(limit %u ms)",
 					 (long long)silent_ms, watchdog_ms);
 				sl_json_str(&cj, "reason", why, 0);
@@ -492,16 +504,19 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 		int er = sl_exporter_finish(exporter, a->drain_seconds * 1000u, &es);
 		exporter = NULL;
 		if (er < 0)
-			fprintf(stderr, "sightline run: %llu of %llu events not yet acknowledged by the collector; "
-					"they are kept in the record\n",
-				(unsigned long long)(es.recorded - es.acked), (unsigned long long)es.recorded);
+			fprintf(stderr,
+				"sightline run: %llu of %llu events not yet acknowledged by the collector; "
+				"they are kept in the record\n",
+				(unsigned long long)(es.recorded - es.acked),
+				(unsigned long long)es.recorded);
 		else if (!a->quiet)
 			fprintf(stderr, "sightline: %llu events delivered to %s (%llu connection%s)\n",
 				(unsigned long long)es.acked, a->collector, (unsigned long long)es.connects,
 				es.connects == 1 ? "" : "s");
 	}
 	if (r < 0 || fr < 0) {
-		fprintf(stderr, "sightline run: the record is incomplete: %s (the workload's status was %d)\n",
+		fprintf(stderr,
+			"sightline run: the record is incomplete: %s (the workload's status was %d)\n",
 			strerror(-(r < 0 ? r : fr)), status);
 		status = 125;
 	}

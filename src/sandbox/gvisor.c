@@ -17,29 +17,29 @@
 
 /* The context fields every point carries. env/envv are never asked for: metadata over content
  * (with them the Sentry would send whole environments). */
-static const char *const ctx_fields[] = {"time", "thread_id", "group_id", "container_id", "cwd", "process_name",
-					 "credentials"};
+static const char *const ctx_fields[] = {"time", "thread_id",	 "group_id",   "container_id",
+					 "cwd",	 "process_name", "credentials"};
 
 static const struct {
 	const char *name;
 	const char *optional; /* NULL or the one optional field */
 } points[] = {
-	{"container/start", NULL},
-	{"sentry/clone", NULL},
-	{"sentry/execve", "binary_info"},
-	{"sentry/exit_notify_parent", NULL},
-	{"sentry/task_exit", NULL},
-	/* runsc rejects an optional field a point lacks, and then runs the workload WITHOUT any
-	 * trace session (a warning only): open and execve have no fd_path in this version. */
-	{"syscall/open/exit", NULL},
-	{"syscall/openat/exit", "fd_path"},
-	{"syscall/creat/exit", "fd_path"},
-	{"syscall/socket/exit", NULL},
-	{"syscall/connect/enter", "fd_path"},
-	{"syscall/connect/exit", "fd_path"},
-	{"syscall/bind/exit", "fd_path"},
-	{"syscall/execve/exit", NULL},
-	{"syscall/execveat/exit", "fd_path"},
+    {"container/start", NULL},
+    {"sentry/clone", NULL},
+    {"sentry/execve", "binary_info"},
+    {"sentry/exit_notify_parent", NULL},
+    {"sentry/task_exit", NULL},
+    /* runsc rejects an optional field a point lacks, and then runs the workload WITHOUT any
+     * trace session (a warning only): open and execve have no fd_path in this version. */
+    {"syscall/open/exit", NULL},
+    {"syscall/openat/exit", "fd_path"},
+    {"syscall/creat/exit", "fd_path"},
+    {"syscall/socket/exit", NULL},
+    {"syscall/connect/enter", "fd_path"},
+    {"syscall/connect/exit", "fd_path"},
+    {"syscall/bind/exit", "fd_path"},
+    {"syscall/execve/exit", NULL},
+    {"syscall/execveat/exit", "fd_path"},
 };
 
 static int write_json(const char *path, struct sl_json *j)
@@ -60,7 +60,8 @@ static int pod_config(const struct sl_gvisor_cfg *cfg, const char *path)
 	for (size_t i = 0; i < SL_ARRAY_LEN(points); i++) {
 		/* The policy may turn open recording off (tests of gaps): then the Sentry is not even
 		 * asked for them, and the record's declared gap is the truth. */
-		if (!cfg->policy->record_opens && (strstr(points[i].name, "/open") || strstr(points[i].name, "/creat")))
+		if (!cfg->policy->record_opens &&
+		    (strstr(points[i].name, "/open") || strstr(points[i].name, "/creat")))
 			continue;
 		sl_json_obj_open(&j, NULL);
 		sl_json_str(&j, "name", points[i].name, 0);
@@ -98,8 +99,8 @@ static int pod_config(const struct sl_gvisor_cfg *cfg, const char *path)
 	return r;
 }
 
-static void mount_entry(struct sl_json *j, const char *dst, const char *type, const char *src, const char *const *opts,
-			size_t nopts)
+static void mount_entry(struct sl_json *j, const char *dst, const char *type, const char *src,
+			const char *const *opts, size_t nopts)
 {
 	sl_json_obj_open(j, NULL);
 	sl_json_str(j, "destination", dst, 0);
@@ -121,7 +122,8 @@ static int mkpoint(const char *rootfs, const char *p)
 	return sl_mkdir_p(path, 0755);
 }
 
-static int oci_config(const struct sl_gvisor_cfg *cfg, const char *path, const char *rootfs, char *err, size_t errlen)
+static int oci_config(const struct sl_gvisor_cfg *cfg, const char *path, const char *rootfs, char *err,
+		      size_t errlen)
 {
 	const struct sl_policy *p = cfg->policy;
 	int r;
@@ -157,8 +159,10 @@ static int oci_config(const struct sl_gvisor_cfg *cfg, const char *path, const c
 	const struct {
 		const char *type;
 		uint64_t v;
-	} rl[] = {{"RLIMIT_NOFILE", p->limits.nofile}, {"RLIMIT_CPU", p->limits.cpu_seconds},
-		  {"RLIMIT_FSIZE", p->limits.file_size}, {"RLIMIT_NPROC", p->limits.pids}};
+	} rl[] = {{"RLIMIT_NOFILE", p->limits.nofile},
+		  {"RLIMIT_CPU", p->limits.cpu_seconds},
+		  {"RLIMIT_FSIZE", p->limits.file_size},
+		  {"RLIMIT_NPROC", p->limits.pids}};
 	for (size_t i = 0; i < SL_ARRAY_LEN(rl); i++) {
 		if (!rl[i].v)
 			continue;
@@ -194,7 +198,8 @@ static int oci_config(const struct sl_gvisor_cfg *cfg, const char *path, const c
 		else {
 			char f[PATH_MAX];
 			r = mkpoint(rootfs, p->ro_paths[i]);
-			if (r == 0 && (size_t)snprintf(f, sizeof(f), "%s%s", rootfs, p->ro_paths[i]) < sizeof(f)) {
+			if (r == 0 &&
+			    (size_t)snprintf(f, sizeof(f), "%s%s", rootfs, p->ro_paths[i]) < sizeof(f)) {
 				rmdir(f);
 				int fd = open(f, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
 				if (fd >= 0)
@@ -242,7 +247,8 @@ int sl_gvisor_prepare(const struct sl_gvisor_cfg *cfg, struct sl_gvisor *g, char
 	char rootfs[PATH_MAX], conf[PATH_MAX];
 	if ((size_t)snprintf(g->root, sizeof(g->root), "%s/state", cfg->dir) >= sizeof(g->root) ||
 	    (size_t)snprintf(g->bundle, sizeof(g->bundle), "%s/bundle", cfg->dir) >= sizeof(g->bundle) ||
-	    (size_t)snprintf(g->pod_config, sizeof(g->pod_config), "%s/pod-init.json", cfg->dir) >= sizeof(g->pod_config) ||
+	    (size_t)snprintf(g->pod_config, sizeof(g->pod_config), "%s/pod-init.json", cfg->dir) >=
+		sizeof(g->pod_config) ||
 	    (size_t)snprintf(rootfs, sizeof(rootfs), "%s/rootfs", g->bundle) >= sizeof(rootfs) ||
 	    (size_t)snprintf(conf, sizeof(conf), "%s/config.json", g->bundle) >= sizeof(conf)) {
 		snprintf(err, errlen, "private directory path too long");
@@ -346,7 +352,8 @@ static void *relay_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &pipe_sig, NULL); /* a closed stdout is EPIPE here, not death */
 	char buf[16384];
 	for (;;) {
-		struct pollfd pf[2] = {{.fd = g->relay_fd[0], .events = POLLIN}, {.fd = g->relay_fd[1], .events = POLLIN}};
+		struct pollfd pf[2] = {{.fd = g->relay_fd[0], .events = POLLIN},
+				       {.fd = g->relay_fd[1], .events = POLLIN}};
 		if (pf[0].fd < 0 && pf[1].fd < 0)
 			break;
 		int pr = poll(pf, 2, 100);
@@ -384,7 +391,8 @@ int sl_gvisor_start(const struct sl_gvisor_cfg *cfg, struct sl_gvisor *g, char *
 	char rootarg[PATH_MAX + 8], podarg[PATH_MAX + 20];
 	snprintf(rootarg, sizeof(rootarg), "--root=%s", g->root);
 	snprintf(podarg, sizeof(podarg), "--pod-init-config=%s", g->pod_config);
-	char *args[] = {(char *)g->runsc, rootarg, "--network=none", podarg, "run", "--bundle", g->bundle, g->id, NULL};
+	char *args[] = {
+	    (char *)g->runsc, rootarg, "--network=none", podarg, "run", "--bundle", g->bundle, g->id, NULL};
 	(void)cfg;
 	g->start_real_ns = sl_now_realtime_ns();
 	g->start_mono_ns = sl_now_monotonic_ns();

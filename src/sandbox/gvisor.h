@@ -26,15 +26,15 @@ struct sl_gvisor_cfg {
 	const char *container_id; /* the id sightline gives runsc (and expects in every point) */
 	uid_t uid;
 	gid_t gid;
-	const char *sink_path;	/* the sink's socket */
-	unsigned retries;	/* the Sentry's retries on a full socket before it drops a point */
-	const char *runsc;	/* runsc binary ("runsc" from PATH by default) */
+	const char *sink_path; /* the sink's socket */
+	unsigned retries;      /* the Sentry's retries on a full socket before it drops a point */
+	const char *runsc;     /* runsc binary ("runsc" from PATH by default) */
 };
 
 struct sl_gvisor {
 	pid_t pid; /* the `runsc run` process (its own process group) */
 	int pidfd;
-	char root[PATH_MAX];	/* runsc --root */
+	char root[PATH_MAX]; /* runsc --root */
 	char bundle[PATH_MAX];
 	char pod_config[PATH_MAX];
 	char id[80];

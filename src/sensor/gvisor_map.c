@@ -63,15 +63,18 @@ static void flags_str(int64_t flags, char *buf, size_t len)
 	static const struct {
 		int bit;
 		const char *name;
-	} names[] = {{O_CREAT, "O_CREAT"},	 {O_EXCL, "O_EXCL"},	   {O_NOCTTY, "O_NOCTTY"},
-		     {O_TRUNC, "O_TRUNC"},	 {O_APPEND, "O_APPEND"},   {O_NONBLOCK, "O_NONBLOCK"},
-		     {O_DSYNC, "O_DSYNC"},	 {O_DIRECT, "O_DIRECT"},   {O_DIRECTORY, "O_DIRECTORY"},
-		     {O_NOFOLLOW, "O_NOFOLLOW"}, {O_NOATIME, "O_NOATIME"}, {O_CLOEXEC, "O_CLOEXEC"},
+	} names[] = {{O_CREAT, "O_CREAT"},	 {O_EXCL, "O_EXCL"},	    {O_NOCTTY, "O_NOCTTY"},
+		     {O_TRUNC, "O_TRUNC"},	 {O_APPEND, "O_APPEND"},    {O_NONBLOCK, "O_NONBLOCK"},
+		     {O_DSYNC, "O_DSYNC"},	 {O_DIRECT, "O_DIRECT"},    {O_DIRECTORY, "O_DIRECTORY"},
+		     {O_NOFOLLOW, "O_NOFOLLOW"}, {O_NOATIME, "O_NOATIME"},  {O_CLOEXEC, "O_CLOEXEC"},
 		     {O_PATH, "O_PATH"},	 {__O_TMPFILE, "O_TMPFILE"}};
 	int f = (int)flags;
 	int acc = f & O_ACCMODE;
 	size_t off = (size_t)snprintf(buf, len, "%s",
-				      acc == O_RDONLY ? "O_RDONLY" : acc == O_WRONLY ? "O_WRONLY" : acc == O_RDWR ? "O_RDWR" : "O_ACC3");
+				      acc == O_RDONLY	? "O_RDONLY"
+				      : acc == O_WRONLY ? "O_WRONLY"
+				      : acc == O_RDWR	? "O_RDWR"
+							: "O_ACC3");
 	for (size_t i = 0; i < SL_ARRAY_LEN(names) && off < len; i++)
 		if ((f & names[i].bit) == names[i].bit)
 			off += (size_t)snprintf(buf + off, len - off, "|%s", names[i].name);
@@ -115,7 +118,8 @@ static bool absolute(const struct sl_gv_msg *m, char *out, size_t len)
 	return true;
 }
 
-static int map_open(const struct sl_gv_msg *m, const struct sl_gv_map_cfg *cfg, struct sl_json *j, struct sl_json *deny)
+static int map_open(const struct sl_gv_msg *m, const struct sl_gv_map_cfg *cfg, struct sl_json *j,
+		    struct sl_json *deny)
 {
 	char abs[2 * SL_GV_PATH_MAX + 2], fl[256];
 	bool have = absolute(m, abs, sizeof(abs));
@@ -123,7 +127,8 @@ static int map_open(const struct sl_gv_msg *m, const struct sl_gv_map_cfg *cfg, 
 	if (m->sysno == 85)
 		f = O_WRONLY | O_CREAT | O_TRUNC;
 	flags_str(f, fl, sizeof(fl));
-	bool wr = (f & O_ACCMODE) != O_RDONLY || (f & (O_CREAT | O_TRUNC)) || (f & __O_TMPFILE) == __O_TMPFILE;
+	bool wr =
+	    (f & O_ACCMODE) != O_RDONLY || (f & (O_CREAT | O_TRUNC)) || (f & __O_TMPFILE) == __O_TMPFILE;
 	task(j, m);
 	sl_json_str(j, "syscall", open_name(m->sysno), 0);
 	if (have)
@@ -146,9 +151,9 @@ static int map_open(const struct sl_gv_msg *m, const struct sl_gv_map_cfg *cfg, 
 	 * read-only bind of the policy, EACCES/EPERM the file's permissions (the same sentence the
 	 * native sensor writes for its kernel layer). Paths the policy hides simply do not exist
 	 * in the bundle (ENOENT): no deny can be told from a missing file there. */
-	const char *reason = m->errorno == EROFS ? "read-only mount"
+	const char *reason = m->errorno == EROFS			     ? "read-only mount"
 			     : (m->errorno == EACCES || m->errorno == EPERM) ? "file permissions"
-									  : NULL;
+									     : NULL;
 	ocsf(j, 1001, 14, reason ? 2 : 1);
 	if (!reason || !deny)
 		return 1;

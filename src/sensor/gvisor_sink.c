@@ -114,7 +114,8 @@ static void dropped(struct sl_gv_sink *s, struct conn *c, uint32_t now)
 	sl_json_str(&j, "gap", "gvisor-dropped", 0);
 	sl_json_uint(&j, "dropped", delta);
 	sl_json_uint(&j, "dropped_total", total);
-	sl_json_str(&j, "detail", "the Sentry dropped points it could not send to the sink (its queue was full)", 0);
+	sl_json_str(&j, "detail",
+		    "the Sentry dropped points it could not send to the sink (its queue was full)", 0);
 	gap_ocsf(&j);
 	emit(s, "sensor.gap", &j);
 	sl_json_free(&j);
@@ -336,9 +337,11 @@ void sl_gv_sink_stop(struct sl_gv_sink *s, unsigned linger_ms)
 		sl_json_obj_open(&j, "reasons");
 		for (int i = 1; i < SL_GV_R_COUNT; i++)
 			if (atomic_load(&s->c.rejected[i]))
-				sl_json_uint(&j, sl_gv_reject_name((enum sl_gv_reject)i), atomic_load(&s->c.rejected[i]));
+				sl_json_uint(&j, sl_gv_reject_name((enum sl_gv_reject)i),
+					     atomic_load(&s->c.rejected[i]));
 		sl_json_obj_close(&j);
-		sl_json_str(&j, "detail", "datagrams on the monitoring socket that were not recorded as events", 0);
+		sl_json_str(&j, "detail",
+			    "datagrams on the monitoring socket that were not recorded as events", 0);
 		gap_ocsf(&j);
 		emit(s, "sensor.gap", &j);
 	}
@@ -347,10 +350,11 @@ void sl_gv_sink_stop(struct sl_gv_sink *s, unsigned linger_ms)
 		 * anyway: without the container start nothing says the points were on. */
 		sl_json_reset(&j);
 		sl_json_str(&j, "gap", "gvisor-no-start", 0);
-		sl_json_str(&j, "detail",
-			    "the Sentry never reported this sandbox's container start: its trace session may not "
-			    "have been active, so the absence of events proves nothing",
-			    0);
+		sl_json_str(
+		    &j, "detail",
+		    "the Sentry never reported this sandbox's container start: its trace session may not "
+		    "have been active, so the absence of events proves nothing",
+		    0);
 		gap_ocsf(&j);
 		emit(s, "sensor.gap", &j);
 	}

@@ -21,8 +21,8 @@
 #include "sensor/gvisor_wire.h"
 
 #define SL_GV_SINK_MAX_CONN 8
-#define SL_GV_SINK_RCVBUF (300 * 1024)
-#define SL_GV_SINK_MSG_MAX (512 * 1024) /* larger datagrams are cut by the kernel: rejected */
+#define SL_GV_SINK_RCVBUF   (300 * 1024)
+#define SL_GV_SINK_MSG_MAX  (512 * 1024) /* larger datagrams are cut by the kernel: rejected */
 
 struct sl_gv_sink_counts {
 	atomic_uint_fast64_t datagrams, events, connections, handshakes, dropped, gaps, foreign;

@@ -8,36 +8,36 @@
 const char *sl_gv_reject_name(enum sl_gv_reject r)
 {
 	static const char *const names[SL_GV_R_COUNT] = {
-		[SL_GV_OK] = "ok",
-		[SL_GV_R_SHORT_HEADER] = "short-header",
-		[SL_GV_R_HEADER_SIZE] = "bad-header-size",
-		[SL_GV_R_UNKNOWN_TYPE] = "unknown-type",
-		[SL_GV_R_BAD_VARINT] = "bad-varint",
-		[SL_GV_R_TRUNCATED] = "truncated",
-		[SL_GV_R_WIRE_TYPE] = "wrong-wire-type",
-		[SL_GV_R_GROUP] = "group",
-		[SL_GV_R_BAD_FIELD] = "bad-field-number",
-		[SL_GV_R_OVERSIZED] = "oversized",
-		[SL_GV_R_DUPLICATE] = "duplicate-field",
-		[SL_GV_R_TOO_MANY] = "too-many-elements",
-		[SL_GV_R_NESTING] = "too-deep",
-		[SL_GV_R_BAD_HANDSHAKE] = "bad-handshake",
-		[SL_GV_R_TOO_BIG] = "too-big",
+	    [SL_GV_OK] = "ok",
+	    [SL_GV_R_SHORT_HEADER] = "short-header",
+	    [SL_GV_R_HEADER_SIZE] = "bad-header-size",
+	    [SL_GV_R_UNKNOWN_TYPE] = "unknown-type",
+	    [SL_GV_R_BAD_VARINT] = "bad-varint",
+	    [SL_GV_R_TRUNCATED] = "truncated",
+	    [SL_GV_R_WIRE_TYPE] = "wrong-wire-type",
+	    [SL_GV_R_GROUP] = "group",
+	    [SL_GV_R_BAD_FIELD] = "bad-field-number",
+	    [SL_GV_R_OVERSIZED] = "oversized",
+	    [SL_GV_R_DUPLICATE] = "duplicate-field",
+	    [SL_GV_R_TOO_MANY] = "too-many-elements",
+	    [SL_GV_R_NESTING] = "too-deep",
+	    [SL_GV_R_BAD_HANDSHAKE] = "bad-handshake",
+	    [SL_GV_R_TOO_BIG] = "too-big",
 	};
 	return (unsigned)r < SL_GV_R_COUNT && names[r] ? names[r] : "?";
 }
 
 enum kind {
-	K_I64,	  /* varint, int64 */
-	K_I32,	  /* varint, low 32 bits as int32 (proto int32 is sign-extended to 64 on the wire) */
-	K_U32,	  /* varint, low 32 bits */
-	K_BOOL,	  /* varint */
-	K_IGN,	  /* varint we do not keep (start times) */
-	K_STR,	  /* length-delimited, kept, at most max bytes */
-	K_SKIP,	  /* length-delimited, bounded by max, not kept (sha256) */
-	K_RSTR,	  /* repeated string, each at most max, the first SL_GV_ARGV_KEEP kept */
-	K_RSKIP,  /* repeated string not kept (env, envv: metadata over content) */
-	K_SUB,	  /* embedded message described by sub */
+	K_I64,	 /* varint, int64 */
+	K_I32,	 /* varint, low 32 bits as int32 (proto int32 is sign-extended to 64 on the wire) */
+	K_U32,	 /* varint, low 32 bits */
+	K_BOOL,	 /* varint */
+	K_IGN,	 /* varint we do not keep (start times) */
+	K_STR,	 /* length-delimited, kept, at most max bytes */
+	K_SKIP,	 /* length-delimited, bounded by max, not kept (sha256) */
+	K_RSTR,	 /* repeated string, each at most max, the first SL_GV_ARGV_KEEP kept */
+	K_RSKIP, /* repeated string not kept (env, envv: metadata over content) */
+	K_SUB,	 /* embedded message described by sub */
 };
 
 struct spec {
@@ -53,93 +53,99 @@ struct spec {
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static const struct spec cred_spec[] = {
-	{1, K_U32, M(ctx.cred.ruid), 0, NULL, 0}, {2, K_U32, M(ctx.cred.euid), 0, NULL, 0},
-	{3, K_U32, M(ctx.cred.suid), 0, NULL, 0}, {4, K_U32, M(ctx.cred.rgid), 0, NULL, 0},
-	{5, K_U32, M(ctx.cred.egid), 0, NULL, 0}, {6, K_U32, M(ctx.cred.sgid), 0, NULL, 0},
+    {1, K_U32, M(ctx.cred.ruid), 0, NULL, 0}, {2, K_U32, M(ctx.cred.euid), 0, NULL, 0},
+    {3, K_U32, M(ctx.cred.suid), 0, NULL, 0}, {4, K_U32, M(ctx.cred.rgid), 0, NULL, 0},
+    {5, K_U32, M(ctx.cred.egid), 0, NULL, 0}, {6, K_U32, M(ctx.cred.sgid), 0, NULL, 0},
 };
 static const struct spec ctx_spec[] = {
-	{1, K_I64, M(ctx.time_ns), 0, NULL, 0},
-	{2, K_I32, M(ctx.tid), 0, NULL, 0},
-	{3, K_IGN, 0, 0, NULL, 0},
-	{4, K_I32, M(ctx.tgid), 0, NULL, 0},
-	{5, K_IGN, 0, 0, NULL, 0},
-	{6, K_STR, M(ctx.container_id), SL_GV_ID_MAX, NULL, 0},
-	{7, K_SUB, M(ctx.cred.present), 0, cred_spec, N(cred_spec)},
-	{8, K_STR, M(ctx.cwd), SL_GV_PATH_MAX, NULL, 0},
-	{9, K_STR, M(ctx.process_name), SL_GV_NAME_MAX, NULL, 0},
+    {1, K_I64, M(ctx.time_ns), 0, NULL, 0},
+    {2, K_I32, M(ctx.tid), 0, NULL, 0},
+    {3, K_IGN, 0, 0, NULL, 0},
+    {4, K_I32, M(ctx.tgid), 0, NULL, 0},
+    {5, K_IGN, 0, 0, NULL, 0},
+    {6, K_STR, M(ctx.container_id), SL_GV_ID_MAX, NULL, 0},
+    {7, K_SUB, M(ctx.cred.present), 0, cred_spec, N(cred_spec)},
+    {8, K_STR, M(ctx.cwd), SL_GV_PATH_MAX, NULL, 0},
+    {9, K_STR, M(ctx.process_name), SL_GV_NAME_MAX, NULL, 0},
 };
 static const struct spec exit_spec[] = {
-	{1, K_I64, M(result), 0, NULL, 0},
-	{2, K_I64, M(errorno), 0, NULL, 0},
+    {1, K_I64, M(result), 0, NULL, 0},
+    {2, K_I64, M(errorno), 0, NULL, 0},
 };
-#define CTX {1, K_SUB, M(ctx.present), 0, ctx_spec, N(ctx_spec)}
-#define EXIT {2, K_SUB, M(has_exit), 0, exit_spec, N(exit_spec)}
+#define CTX                                                                                                  \
+	{                                                                                                    \
+		1, K_SUB, M(ctx.present), 0, ctx_spec, N(ctx_spec)                                           \
+	}
+#define EXIT                                                                                                 \
+	{                                                                                                    \
+		2, K_SUB, M(has_exit), 0, exit_spec, N(exit_spec)                                            \
+	}
 
 static const struct spec start_spec[] = {
-	CTX,
-	{2, K_STR, M(id), SL_GV_ID_MAX, NULL, 0},
-	{3, K_STR, M(cwd), SL_GV_PATH_MAX, NULL, 0},
-	{4, K_RSTR, M(argv), SL_GV_ARG_MAX, NULL, 0},
-	{5, K_RSKIP, 0, SL_GV_ARG_MAX, NULL, 0},
-	{6, K_BOOL, M(terminal), 0, NULL, 0},
+    CTX,
+    {2, K_STR, M(id), SL_GV_ID_MAX, NULL, 0},
+    {3, K_STR, M(cwd), SL_GV_PATH_MAX, NULL, 0},
+    {4, K_RSTR, M(argv), SL_GV_ARG_MAX, NULL, 0},
+    {5, K_RSKIP, 0, SL_GV_ARG_MAX, NULL, 0},
+    {6, K_BOOL, M(terminal), 0, NULL, 0},
 };
 static const struct spec clone_spec[] = {
-	CTX,
-	{3, K_I64, M(created_tid), 0, NULL, 0},
-	{4, K_I64, M(created_tgid), 0, NULL, 0},
-	{5, K_IGN, 0, 0, NULL, 0},
-	{6, K_I64, M(clone_flags), 0, NULL, 0},
+    CTX,
+    {3, K_I64, M(created_tid), 0, NULL, 0},
+    {4, K_I64, M(created_tgid), 0, NULL, 0},
+    {5, K_IGN, 0, 0, NULL, 0},
+    {6, K_I64, M(clone_flags), 0, NULL, 0},
 };
 static const struct spec exec_spec[] = {
-	CTX,
-	{2, K_STR, M(binary_path), SL_GV_PATH_MAX, NULL, 0},
-	{3, K_RSTR, M(argv), SL_GV_ARG_MAX, NULL, 0},
-	{4, K_RSKIP, 0, SL_GV_ARG_MAX, NULL, 0},
-	{5, K_U32, M(binary_mode), 0, NULL, 0},
-	{6, K_U32, M(binary_uid), 0, NULL, 0},
-	{7, K_U32, M(binary_gid), 0, NULL, 0},
-	{8, K_SKIP, 0, 64, NULL, 0},
+    CTX,
+    {2, K_STR, M(binary_path), SL_GV_PATH_MAX, NULL, 0},
+    {3, K_RSTR, M(argv), SL_GV_ARG_MAX, NULL, 0},
+    {4, K_RSKIP, 0, SL_GV_ARG_MAX, NULL, 0},
+    {5, K_U32, M(binary_mode), 0, NULL, 0},
+    {6, K_U32, M(binary_uid), 0, NULL, 0},
+    {7, K_U32, M(binary_gid), 0, NULL, 0},
+    {8, K_SKIP, 0, 64, NULL, 0},
 };
 static const struct spec exit_task_spec[] = {
-	CTX,
-	{2, K_I32, M(exit_status), 0, NULL, 0},
+    CTX,
+    {2, K_I32, M(exit_status), 0, NULL, 0},
 };
 static const struct spec open_spec[] = {
-	CTX,
-	EXIT,
-	{3, K_I64, M(sysno), 0, NULL, 0},
-	{4, K_I64, M(fd), 0, NULL, 0},
-	{5, K_STR, M(fd_path), SL_GV_PATH_MAX, NULL, 0},
-	{6, K_STR, M(pathname), SL_GV_PATH_MAX, NULL, 0},
-	{7, K_I64, M(flags), 0, NULL, 0},
-	{8, K_I64, M(mode), 0, NULL, 0},
+    CTX,
+    EXIT,
+    {3, K_I64, M(sysno), 0, NULL, 0},
+    {4, K_I64, M(fd), 0, NULL, 0},
+    {5, K_STR, M(fd_path), SL_GV_PATH_MAX, NULL, 0},
+    {6, K_STR, M(pathname), SL_GV_PATH_MAX, NULL, 0},
+    {7, K_I64, M(flags), 0, NULL, 0},
+    {8, K_I64, M(mode), 0, NULL, 0},
 };
 static const struct spec connect_spec[] = {
-	CTX,
-	EXIT,
-	{3, K_I64, M(sysno), 0, NULL, 0},
-	{4, K_I64, M(fd), 0, NULL, 0},
-	{5, K_STR, M(fd_path), SL_GV_PATH_MAX, NULL, 0},
-	{6, K_STR, M(address), SL_GV_ADDR_MAX, NULL, 0},
+    CTX,
+    EXIT,
+    {3, K_I64, M(sysno), 0, NULL, 0},
+    {4, K_I64, M(fd), 0, NULL, 0},
+    {5, K_STR, M(fd_path), SL_GV_PATH_MAX, NULL, 0},
+    {6, K_STR, M(address), SL_GV_ADDR_MAX, NULL, 0},
 };
 static const struct spec execve_spec[] = {
-	CTX,
-	EXIT,
-	{3, K_I64, M(sysno), 0, NULL, 0},
-	{4, K_I64, M(fd), 0, NULL, 0},
-	{5, K_STR, M(fd_path), SL_GV_PATH_MAX, NULL, 0},
-	{6, K_STR, M(pathname), SL_GV_PATH_MAX, NULL, 0},
-	{7, K_RSTR, M(argv), SL_GV_ARG_MAX, NULL, 0},
-	{8, K_RSKIP, 0, SL_GV_ARG_MAX, NULL, 0},
-	{9, K_I64, M(flags), 0, NULL, 0},
+    CTX,
+    EXIT,
+    {3, K_I64, M(sysno), 0, NULL, 0},
+    {4, K_I64, M(fd), 0, NULL, 0},
+    {5, K_STR, M(fd_path), SL_GV_PATH_MAX, NULL, 0},
+    {6, K_STR, M(pathname), SL_GV_PATH_MAX, NULL, 0},
+    {7, K_RSTR, M(argv), SL_GV_ARG_MAX, NULL, 0},
+    {8, K_RSKIP, 0, SL_GV_ARG_MAX, NULL, 0},
+    {9, K_I64, M(flags), 0, NULL, 0},
 };
 static const struct spec socket_spec[] = {
-	CTX,
-	EXIT,
-	{3, K_I64, M(sysno), 0, NULL, 0},
-	{4, K_I64, M(domain), 0, NULL, 0},
-	{5, K_I64, M(sock_type), 0, NULL, 0},
-	{6, K_I64, M(protocol), 0, NULL, 0},
+    CTX,
+    EXIT,
+    {3, K_I64, M(sysno), 0, NULL, 0},
+    {4, K_I64, M(domain), 0, NULL, 0},
+    {5, K_I64, M(sock_type), 0, NULL, 0},
+    {6, K_I64, M(protocol), 0, NULL, 0},
 };
 
 struct rd {
@@ -171,8 +177,8 @@ static void *at(struct sl_gv_msg *m, size_t off)
 }
 
 /* Parse one (sub)message p[0..n) against its field table. depth counts levels of nesting. */
-static enum sl_gv_reject parse(const uint8_t *p, size_t n, const struct spec *s, size_t ns, struct sl_gv_msg *m,
-			       unsigned depth)
+static enum sl_gv_reject parse(const uint8_t *p, size_t n, const struct spec *s, size_t ns,
+			       struct sl_gv_msg *m, unsigned depth)
 {
 	if (depth > SL_GV_MAX_DEPTH)
 		return SL_GV_R_NESTING;
@@ -303,7 +309,8 @@ enum sl_gv_reject sl_gv_decode(const uint8_t *buf, size_t len, struct sl_gv_msg 
 	/* Little-endian: uint16 header_size | uint16 message_type | uint32 dropped_count. */
 	size_t hsize = (size_t)buf[0] | (size_t)buf[1] << 8;
 	m->type = (uint16_t)(buf[2] | buf[3] << 8);
-	m->dropped = (uint32_t)buf[4] | (uint32_t)buf[5] << 8 | (uint32_t)buf[6] << 16 | (uint32_t)buf[7] << 24;
+	m->dropped =
+	    (uint32_t)buf[4] | (uint32_t)buf[5] << 8 | (uint32_t)buf[6] << 16 | (uint32_t)buf[7] << 24;
 	if (hsize < SL_GV_HEADER_MIN || hsize > SL_GV_HEADER_MAX || hsize > len)
 		return SL_GV_R_HEADER_SIZE;
 	const struct spec *s;

@@ -33,35 +33,35 @@ enum sl_gv_type {
 /* Why a datagram was rejected. SL_GV_OK is 0; every other value is counted by the sink. */
 enum sl_gv_reject {
 	SL_GV_OK = 0,
-	SL_GV_R_SHORT_HEADER,	 /* fewer than 8 bytes */
-	SL_GV_R_HEADER_SIZE,	 /* header_size < 8, > 256, or beyond the datagram */
-	SL_GV_R_UNKNOWN_TYPE,	 /* a message type sightline did not subscribe to */
-	SL_GV_R_BAD_VARINT,	 /* more than 10 bytes, or a value above 2^64 */
-	SL_GV_R_TRUNCATED,	 /* a field runs past the end of its message */
-	SL_GV_R_WIRE_TYPE,	 /* a known field with the wrong wire type, or wire type 6/7 */
-	SL_GV_R_GROUP,		 /* protobuf groups (wire types 3/4): never produced, may nest without end */
-	SL_GV_R_BAD_FIELD,	 /* field number 0 or above 2^29-1 */
-	SL_GV_R_OVERSIZED,	 /* a string longer than its bound */
-	SL_GV_R_DUPLICATE,	 /* a non-repeated field given twice */
-	SL_GV_R_TOO_MANY,	 /* a repeated field with more elements than SL_GV_MAX_REPEATED */
-	SL_GV_R_NESTING,	 /* deeper than the schema */
-	SL_GV_R_BAD_HANDSHAKE,	 /* handshake is not a Handshake of version >= 1 */
-	SL_GV_R_TOO_BIG,	 /* datagram larger than the sink's buffer (cut by the kernel) */
+	SL_GV_R_SHORT_HEADER,  /* fewer than 8 bytes */
+	SL_GV_R_HEADER_SIZE,   /* header_size < 8, > 256, or beyond the datagram */
+	SL_GV_R_UNKNOWN_TYPE,  /* a message type sightline did not subscribe to */
+	SL_GV_R_BAD_VARINT,    /* more than 10 bytes, or a value above 2^64 */
+	SL_GV_R_TRUNCATED,     /* a field runs past the end of its message */
+	SL_GV_R_WIRE_TYPE,     /* a known field with the wrong wire type, or wire type 6/7 */
+	SL_GV_R_GROUP,	       /* protobuf groups (wire types 3/4): never produced, may nest without end */
+	SL_GV_R_BAD_FIELD,     /* field number 0 or above 2^29-1 */
+	SL_GV_R_OVERSIZED,     /* a string longer than its bound */
+	SL_GV_R_DUPLICATE,     /* a non-repeated field given twice */
+	SL_GV_R_TOO_MANY,      /* a repeated field with more elements than SL_GV_MAX_REPEATED */
+	SL_GV_R_NESTING,       /* deeper than the schema */
+	SL_GV_R_BAD_HANDSHAKE, /* handshake is not a Handshake of version >= 1 */
+	SL_GV_R_TOO_BIG,       /* datagram larger than the sink's buffer (cut by the kernel) */
 	SL_GV_R_COUNT
 };
 /* Short fixed name of a reason ("bad-varint", ...). */
 const char *sl_gv_reject_name(enum sl_gv_reject r);
 
-#define SL_GV_HEADER_MIN 8
-#define SL_GV_HEADER_MAX 256	  /* a header may grow; more than this is not a header */
-#define SL_GV_PATH_MAX 4096	  /* paths (pathname, fd_path, cwd, binary_path) */
-#define SL_GV_ID_MAX 256	  /* container id */
-#define SL_GV_NAME_MAX 256	  /* process name (16 in Linux; generous) */
-#define SL_GV_ADDR_MAX 128	  /* sockaddr_storage */
-#define SL_GV_ARG_MAX (128 * 1024) /* one argv element (MAX_ARG_STRLEN) */
-#define SL_GV_ARGV_KEEP 64	  /* argv elements kept (the rest counted) */
-#define SL_GV_MAX_REPEATED 65536  /* elements of one repeated field */
-#define SL_GV_MAX_DEPTH 3	  /* message, ContextData, Credentials */
+#define SL_GV_HEADER_MIN   8
+#define SL_GV_HEADER_MAX   256		/* a header may grow; more than this is not a header */
+#define SL_GV_PATH_MAX	   4096		/* paths (pathname, fd_path, cwd, binary_path) */
+#define SL_GV_ID_MAX	   256		/* container id */
+#define SL_GV_NAME_MAX	   256		/* process name (16 in Linux; generous) */
+#define SL_GV_ADDR_MAX	   128		/* sockaddr_storage */
+#define SL_GV_ARG_MAX	   (128 * 1024) /* one argv element (MAX_ARG_STRLEN) */
+#define SL_GV_ARGV_KEEP	   64		/* argv elements kept (the rest counted) */
+#define SL_GV_MAX_REPEATED 65536	/* elements of one repeated field */
+#define SL_GV_MAX_DEPTH	   3		/* message, ContextData, Credentials */
 
 struct sl_gv_str {
 	const char *p; /* into the datagram; NOT NUL-terminated; NULL when absent */
@@ -122,6 +122,6 @@ enum sl_gv_reject sl_gv_decode(const uint8_t *buf, size_t len, struct sl_gv_msg 
 enum sl_gv_reject sl_gv_handshake(const uint8_t *buf, size_t len, uint32_t *version);
 
 /* The reply the sink sends: Handshake{version = 1}. */
-#define SL_GV_HANDSHAKE_REPLY "\x08\x01"
+#define SL_GV_HANDSHAKE_REPLY	  "\x08\x01"
 #define SL_GV_HANDSHAKE_REPLY_LEN 2
 #endif

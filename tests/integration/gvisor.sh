@@ -209,3 +209,16 @@ test_gvisor_stdout_stderr_one_file() {
 	assert_eq "$(sort "$SL_TMP/both" | tr '\n' ' ')" "err1 out1 out2 " "stdout and stderr in one file"
 	assert_eq "$(grep out "$SL_TMP/both" | tr '\n' ' ')" "out1 out2 " "stdout's own order"
 }
+
+test_gvisor_opens_off_is_declared() {
+	need_runsc
+	mkdir -p "$SL_TMP/ws-root"
+	echo x >"$SL_TMP/ws-root/f"
+	SL_RUN_FLAGS="--runtime gvisor" sl_sandbox root 'sensor: {record_opens: false}' -- /workspace/probe read /workspace/f
+	[ "$RC" = 0 ] || fail "run failed: $ERR"
+	expect_verified
+	rec_has '.class=="sensor.gap" and .gap=="file.open" and .accepted==true' || fail "no declared file.open gap"
+	# The Sentry was not asked for opens: none recorded, the exec still is.
+	assert_eq "$(jq -c 'select(.class=="file.open")' "$REC" | wc -l)" 0 "file.open events"
+	rec_has '.class=="process.exec" and .argv[0]=="/workspace/probe"' || fail "no process.exec"
+}

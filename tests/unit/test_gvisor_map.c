@@ -10,12 +10,12 @@
 #include "sensor/gvisor_wire.h"
 
 static int failures;
-#define CHECK(cond)                                                                              \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			failures++;                                                              \
-		}                                                                                \
+#define CHECK(cond)                                                                                          \
+	do {                                                                                                 \
+		if (!(cond)) {                                                                               \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
+			failures++;                                                                          \
+		}                                                                                            \
 	} while (0)
 
 struct buf {
@@ -57,8 +57,14 @@ static void sfield(struct buf *b, unsigned num, const void *p, size_t n)
 }
 static void header(struct buf *b, uint16_t type, uint32_t dropped)
 {
-	uint8_t h[8] = {8, 0, (uint8_t)type, (uint8_t)(type >> 8), (uint8_t)dropped, (uint8_t)(dropped >> 8),
-			(uint8_t)(dropped >> 16), (uint8_t)(dropped >> 24)};
+	uint8_t h[8] = {8,
+			0,
+			(uint8_t)type,
+			(uint8_t)(type >> 8),
+			(uint8_t)dropped,
+			(uint8_t)(dropped >> 8),
+			(uint8_t)(dropped >> 16),
+			(uint8_t)(dropped >> 24)};
 	b->n = 0;
 	put(b, h, 8);
 }
@@ -73,8 +79,6 @@ static void ctx(struct buf *b)
 	sfield(&c, 8, "/w", 2);
 	sfield(&b[0], 1, c.b, c.n);
 }
-
-
 
 static struct sl_gv_msg m;
 static struct sl_json j, deny;
@@ -170,7 +174,8 @@ int main(void)
 	}
 	sfield(&b, 6, "\x02\x00\x00\x50\x7f\x00\x00\x01\0\0\0\0\0\0\0\0", 16);
 	CHECK(map(&b, &cfg) == 1 && !strcmp(cls, "network.connect"));
-	CHECK(has(&j, "\"family\":\"inet\",\"address\":\"127.0.0.1\",\"port\":80") && has(&j, "\"errno\":\"ECONNREFUSED\""));
+	CHECK(has(&j, "\"family\":\"inet\",\"address\":\"127.0.0.1\",\"port\":80") &&
+	      has(&j, "\"errno\":\"ECONNREFUSED\""));
 	/* A truncated sockaddr is "other", not a read past the bytes. */
 	header(&b, 10, 0);
 	ctx(&b);
@@ -192,7 +197,8 @@ int main(void)
 	sfield(&b, 2, "/usr/bin/dash", 13);
 	sfield(&b, 3, "sh", 2);
 	sfield(&b, 3, "-c", 2);
-	CHECK(map(&b, &cfg) == 1 && !strcmp(cls, "process.exec") && has(&j, "\"executable\":\"/usr/bin/dash\""));
+	CHECK(map(&b, &cfg) == 1 && !strcmp(cls, "process.exec") &&
+	      has(&j, "\"executable\":\"/usr/bin/dash\""));
 	CHECK(has(&j, "\"argv\":[\"sh\",\"-c\"],\"argc\":2"));
 
 	sl_json_free(&j);
