@@ -481,6 +481,15 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 		sl_json_str(&j, "signal", sig, 0);
 		status = 128 + WTERMSIG(wstatus);
 	}
+	/* No container start from the Sentry: either runsc never started the container (its own
+	 * failure, not the workload's status) or it ran without a trace session (runsc only warns):
+	 * then the workload ran unobserved, which outranks its status. Both are ours to report. */
+	int unobserved = 0;
+	if (atomic_load(&sink.c.starts) == 0 && !strcmp(reason, "exited")) {
+		unobserved = status == 0 ? 125 : 3;
+		reason = status == 0 ? "exited unobserved: the Sentry sent no container start"
+				     : "not started: runsc failed before the container start";
+	}
 	sl_json_str(&j, "reason", reason, 0);
 	sl_json_int(&j, "duration_ns", dur);
 	sl_json_int(&j, "cpu_user_us", (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec);
@@ -513,6 +522,10 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 			fprintf(stderr, "sightline: %llu events delivered to %s (%llu connection%s)\n",
 				(unsigned long long)es.acked, a->collector, (unsigned long long)es.connects,
 				es.connects == 1 ? "" : "s");
+	}
+	if (unobserved) {
+		fprintf(stderr, "sightline run: %s (runsc exit status %d)\n", reason, status);
+		status = unobserved;
 	}
 	if (r < 0 || fr < 0) {
 		fprintf(stderr,

@@ -222,3 +222,15 @@ test_gvisor_opens_off_is_declared() {
 	assert_eq "$(jq -c 'select(.class=="file.open")' "$REC" | wc -l)" 0 "file.open events"
 	rec_has '.class=="process.exec" and .argv[0]=="/workspace/probe"' || fail "no process.exec"
 }
+
+test_gvisor_container_never_started() {
+	need_runsc
+	SL_RUN_FLAGS="--runtime gvisor" sl_sandbox root -- /nonexistent
+	assert_eq "$RC" 3 "status when runsc cannot start the container"
+	echo "$ERR" | grep -q 'not started: runsc failed before the container start' || fail "stderr: $ERR"
+	expect_verified
+	# Nothing observed is said, not implied by silence.
+	rec_has '.class=="sensor.gap" and .gap=="gvisor-no-start"' || fail "no gvisor-no-start gap"
+	rec_has '.class=="lifecycle.exit" and .reason=="not started: runsc failed before the container start"' ||
+		fail "lifecycle.exit reason"
+}
