@@ -182,7 +182,7 @@ test_gvisor_collector_export() {
 	local sock=$SL_TMP/collector.sock db=$SL_TMP/collector.db secret=$SL_TMP/collector.secret
 	collectd_bg "$sock" "$db" "$secret"
 	GV_CPID=$BG_PID
-	trap 'kill "$GV_CPID" 2>/dev/null; wait "$GV_CPID" 2>/dev/null; rm -rf "$SL_TMP"' EXIT
+	trap 'kill "$GV_CPID" 2>/dev/null || true; wait "$GV_CPID" 2>/dev/null || true; rm -rf "$SL_TMP"' EXIT
 	mkdir -p "$SL_TMP/ws-root"
 	echo x >"$SL_TMP/ws-root/f"
 	SL_RUN_FLAGS="--runtime gvisor --collector unix:$sock --collector-secret $secret --risk-class high" \
@@ -233,4 +233,24 @@ test_gvisor_container_never_started() {
 	rec_has '.class=="sensor.gap" and .gap=="gvisor-no-start"' || fail "no gvisor-no-start gap"
 	rec_has '.class=="lifecycle.exit" and .reason=="not started: runsc failed before the container start"' ||
 		fail "lifecycle.exit reason"
+}
+
+test_gvisor_high_risk_blind_stops_workload() {
+	need_runsc
+	local sock=$SL_TMP/collector.sock db=$SL_TMP/collector.db secret=$SL_TMP/collector.secret
+	collectd_bg "$sock" "$db" "$secret"
+	GV_CPID=$BG_PID
+	trap 'kill "$GV_CPID" 2>/dev/null || true; wait "$GV_CPID" 2>/dev/null || true; rm -rf "$SL_TMP"' EXIT
+	mkdir -p "$SL_TMP/ws-root"
+	echo x >"$SL_TMP/ws-root/f"
+	# The collector vanishes 1.5 s in; the supervisor's watchdog (2 s) stops the runsc sandbox.
+	( sleep 1.5; kill -9 "$GV_CPID" ) &
+	local killer=$!
+	SL_RUN_FLAGS="--runtime gvisor --collector unix:$sock --collector-secret $secret --risk-class high --max-blind-ms 2000 --drain-seconds 1" \
+		sl_sandbox root -- /bin/sh -c 'for i in $(seq 1 200); do /workspace/probe opens 10 /workspace/f >/dev/null; sleep 0.1; done'
+	wait "$killer" || true
+	assert_eq "$RC" 137 "stopped workload status"
+	expect_verified
+	rec_has '.class=="control.action" and .action=="stop" and (.reason|test("blind"))' || fail "stop not recorded"
+	rec_has '.class=="lifecycle.exit" and .reason=="killed: blind past the high-risk limit"' || fail "exit reason"
 }
