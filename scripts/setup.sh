@@ -3,7 +3,7 @@
 # from Debian's archive, and the unprivileged user the tests run sandboxes as.
 set -euo pipefail
 PKGS=(build-essential clang libclang-rt-14-dev pkg-config libseccomp-dev libssl-dev libyaml-dev
-      libjson-c-dev libsqlite3-dev sqlite3 jq bubblewrap python3 clang-format)
+      libjson-c-dev libsqlite3-dev sqlite3 jq bubblewrap python3 clang-format runsc)
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 
 #include "cli/cli.h"
+#include "cli/run_gvisor.h"
 #include "common/json.h"
 #include "common/util.h"
 #include "common/version.h"
@@ -48,6 +49,7 @@ struct run_opts {
 	 * (export.blind), and for high risk the workload is stopped. 0: the risk class's default. */
 	unsigned max_blind_ms;
 	char **argv;
+	bool gvisor; /* --runtime gvisor: runsc, the Sentry's stream as the sensor (run_gvisor.c) */
 };
 
 static void usage(FILE *f)
@@ -57,6 +59,7 @@ static void usage(FILE *f)
 		   "                     [--sync-ms N] [--no-colocate] [--quiet]\n"
 		   "                     [--collector unix:PATH|tcp:127.0.0.1:PORT] [--collector-secret FILE]\n"
 		   "                     [--risk-class high|medium|low] [--max-blind-ms N] [--drain-seconds N]\n"
+		   "                     [--runtime native|gvisor]\n"
 		   "                     -- CMD [ARGS...]\n"
 		   "gaps: landlock landlock-net landlock-scope cgroup cgroup-memory cgroup-pids notify-sync\n");
 }
@@ -75,7 +78,7 @@ static bool valid_ident(const char *s)
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
-	enum { OPT_TENANT = 256, OPT_AGENT, OPT_TASK, OPT_VERSION, OPT_CRED, OPT_POLICY, OPT_RECDIR, OPT_GAP, OPT_SYNC, OPT_QUIET, OPT_SPREAD, OPT_COLLECTOR, OPT_SECRET, OPT_RISK, OPT_DRAIN, OPT_MAXBLIND };
+	enum { OPT_TENANT = 256, OPT_AGENT, OPT_TASK, OPT_VERSION, OPT_CRED, OPT_POLICY, OPT_RECDIR, OPT_GAP, OPT_SYNC, OPT_QUIET, OPT_SPREAD, OPT_COLLECTOR, OPT_SECRET, OPT_RISK, OPT_DRAIN, OPT_MAXBLIND, OPT_RUNTIME };
 	static const struct option opts[] = {{"tenant", required_argument, 0, OPT_TENANT},
 					     {"agent", required_argument, 0, OPT_AGENT},
 					     {"task", required_argument, 0, OPT_TASK},
@@ -92,6 +95,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 					     {"risk-class", required_argument, 0, OPT_RISK},
 					     {"drain-seconds", required_argument, 0, OPT_DRAIN},
 					     {"max-blind-ms", required_argument, 0, OPT_MAXBLIND},
+					     {"runtime", required_argument, 0, OPT_RUNTIME},
 					     {"help", no_argument, 0, 'h'},
 					     {0, 0, 0, 0}};
 	memset(o, 0, sizeof(*o));
@@ -181,6 +185,13 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			o->drain_seconds = (unsigned)v;
 			break;
 		}
+		case OPT_RUNTIME:
+			if (strcmp(optarg, "native") && strcmp(optarg, "gvisor")) {
+				fprintf(stderr, "sightline run: --runtime is native or gvisor\n");
+				return -1;
+			}
+			o->gvisor = !strcmp(optarg, "gvisor");
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -543,7 +554,7 @@ int sl_cmd_run(int argc, char **argv)
 	/* Fail closed: every layer this host lacks must be accepted by name. */
 	int abi;
 	unsigned gaps = sl_sandbox_probe(true, &abi);
-	unsigned missing = gaps & ~o.accepted;
+	unsigned missing = o.gvisor ? 0 : gaps & ~o.accepted; /* native layers: not used by runsc */
 	if (missing) {
 		for (unsigned i = 0; i < SL_GAP_COUNT; i++)
 			if (missing & (1u << i))
@@ -623,6 +634,26 @@ int sl_cmd_run(int argc, char **argv)
 		goto out;
 	}
 
+	if (o.gvisor) {
+		struct sl_gv_run_args ga = {.id = o.id,
+					    .policy = &pol,
+					    .policy_file = o.policy_file,
+					    .workspace = ws,
+					    .recdir = recdir,
+					    .sandbox_id = sandbox_id,
+					    .uid = huid,
+					    .gid = hgid,
+					    .argv = o.argv,
+					    .sync_ms = o.sync_ms,
+					    .quiet = o.quiet,
+					    .collector = o.collector,
+					    .collector_secret = o.collector_secret,
+					    .risk_class = o.risk_class,
+					    .drain_seconds = o.drain_seconds,
+					    .max_blind_ms = o.max_blind_ms};
+		status = sl_run_gvisor(&ga);
+		goto out;
+	}
 	/* Build the workload's environment from the policy alone: the launcher's environment
 	 * (which may hold secrets, or SIGHTLINE_* values) never crosses. */
 	char *envp[SL_POLICY_MAX_PATHS + 1];

@@ -22,6 +22,7 @@
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <json-c/json.h>
 
 #include "collector/store.h"
 #include "common/util.h"
@@ -326,7 +327,7 @@ static int on_hello(struct server *s, struct conn *c, size_t *used)
 				     .version = h.version,
 				     .credential_ref = h.credential_ref,
 				     .risk_class = h.risk_class,
-				     .runtime = "native",
+				     .runtime = NULL, /* from the record.begin line (runtime_from_begin) */
 				     .control = h.control,
 				     .key_fingerprint = h.key_id,
 				     .started_ns = sl_now_realtime_ns()};
@@ -484,6 +485,29 @@ static void on_export_event(struct server *s, struct sandbox *b, const struct sl
 	json_object_put(o);
 }
 
+/* The binding's runtime comes from the sandbox's own record.begin (checked like every line): the
+ * HELLO says nothing about it. Bounded: a manifest is small; a line that does not parse leaves the
+ * binding as it was. */
+static void runtime_from_begin(struct server *s, const char *sid, const char *line, size_t len)
+{
+	if (len > 1 << 20)
+		return;
+	struct json_tokener *tok = json_tokener_new();
+	json_object *o = tok ? json_tokener_parse_ex(tok, line, (int)len) : NULL;
+	json_object *m, *v;
+	const char *f[3] = {NULL, NULL, NULL};
+	static const char *const keys[3] = {"runtime", "runtime_version", "sensor_version"};
+	if (o && json_object_object_get_ex(o, "manifest", &m))
+		for (int i = 0; i < 3; i++)
+			if (json_object_object_get_ex(m, keys[i], &v) && json_object_is_type(v, json_type_string))
+				f[i] = json_object_get_string(v);
+	if (f[0] && sl_store_set_runtime(s->st, sid, f[0], f[1], f[2]) < 0)
+		logf_(s, "store: %s", sl_store_errmsg(s->st));
+	json_object_put(o);
+	if (tok)
+		json_tokener_free(tok);
+}
+
 static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 {
 	struct sl_frame_events_iter it;
@@ -561,6 +585,9 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 		if ((s->batch[i].class_len > 7 && !memcmp(s->batch[i].class_name, "export.", 7)) ||
 		    (s->batch[i].class_len == 14 && !memcmp(s->batch[i].class_name, "control.action", 14)))
 			on_export_event(s, c->sb, &s->batch[i]);
+	for (size_t i = dups; r == 0 && i < n; i++)
+		if (s->batch[i].seq == 1 && s->batch[i].seq <= last && !strncmp(s->batch[i].class_name, "record.begin\"", 13))
+			runtime_from_begin(s, c->sb->id, s->batch[i].line, s->batch[i].line_len);
 	if (ended && r == 0 && !bad) {
 		c->sb->ended = true;
 		int64_t end = sl_now_realtime_ns();

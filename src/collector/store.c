@@ -1488,3 +1488,27 @@ int sl_store_alert_restart(struct sl_store *s, int64_t id, int64_t start_ns, con
 		return r;
 	return changed == 1 ? 0 : failf(s, -ENOENT, "no alert %" PRId64, id);
 }
+
+/* ---- what observed a sandbox (from its record.begin) ---- */
+
+int sl_store_set_runtime(struct sl_store *s, const char *sandbox_id, const char *runtime,
+			 const char *runtime_version, const char *sensor_version)
+{
+	sqlite3_stmt *st;
+	/* Not a cached statement: once per sandbox. */
+	int rc = sqlite3_prepare_v2(s->db,
+				    "UPDATE bindings SET runtime = ?1, runtime_version = ?2, sensor_version = ?3 "
+				    "WHERE sandbox_id = ?4",
+				    -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(s, rc);
+	if (bind_str(st, 1, runtime) | bind_str(st, 2, runtime_version) | bind_str(st, 3, sensor_version) |
+	    bind_str(st, 4, sandbox_id)) {
+		int r = fail(s, sqlite3_errcode(s->db));
+		sqlite3_finalize(st);
+		return r;
+	}
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : fail(s, rc);
+}

@@ -73,6 +73,10 @@ struct sl_store_binding {
  * head 64 '0'), in one transaction. Binding the same sandbox_id again with every field identical
  * (ended_ns aside) returns 0 and changes nothing; any difference returns -EEXIST. */
 int sl_store_bind(struct sl_store *s, const struct sl_store_binding *b);
+/* Set the binding's runtime, runtime_version and sensor_version (the collector takes them from the
+ * sandbox's verified record.begin manifest: which runtime and sensor observed it). 0 or -errno. */
+int sl_store_set_runtime(struct sl_store *s, const char *sandbox_id, const char *runtime,
+			 const char *runtime_version, const char *sensor_version);
 /* The sandbox has ended: sets bindings.ended_ns (the first end is kept) and health.state "ended" in
  * one transaction. -ENOENT if the sandbox is not bound. */
 int sl_store_end(struct sl_store *s, const char *sandbox_id, int64_t ended_ns);

@@ -1,0 +1,557 @@
+/* sightline run --runtime gvisor (see run_gvisor.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/run_gvisor.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "common/version.h"
+#include "export/exporter.h"
+#include "export/frame.h"
+#include "sandbox/gvisor.h"
+#include "sensor/gvisor_sink.h"
+#include "sensor/redact.h"
+
+#define DEFAULT_RETRIES 200 /* with 25 us .. 10 ms backoff: the Sentry waits up to ~2 s per point */
+
+static int append(struct sl_record *rec, const char *cls, struct sl_json *j)
+{
+	if (sl_json_error(j))
+		return sl_json_error(j);
+	int64_t r = sl_record_append(rec, cls, sl_now_realtime_ns(), j);
+	return r < 0 ? (int)r : 0;
+}
+
+static void on_fatal(void *arg)
+{
+	sl_gvisor_kill(arg); /* the record failed: nothing more may happen unrecorded */
+}
+
+/* The control socket beside the record, as for native (0600, this uid and root). */
+static int control_listen(const char *path)
+{
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(un.sun_path))
+		return -ENAMETOOLONG;
+	snprintf(un.sun_path, sizeof(un.sun_path), "%s", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(path);
+	mode_t old = umask(0177);
+	int r = bind(fd, (struct sockaddr *)&un, sizeof(un));
+	umask(old);
+	if (r < 0 || listen(fd, 8) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static void control_event(struct sl_record *rec, const char *action, const struct ucred *cr, const char *why)
+{
+	struct sl_json j;
+	sl_json_init(&j);
+	sl_json_str(&j, "action", action, 0);
+	sl_json_str(&j, "by", "control socket", 0);
+	sl_json_int(&j, "peer_uid", cr->uid);
+	sl_json_int(&j, "peer_pid", cr->pid);
+	if (why && *why)
+		sl_json_str(&j, "reason", why, 256);
+	sl_json_obj_open(&j, "ocsf");
+	sl_json_int(&j, "class_uid", 1007);
+	sl_json_int(&j, "activity_id", !strcmp(action, "stop") ? 2 : 99);
+	sl_json_obj_close(&j);
+	append(rec, "control.action", &j);
+	sl_json_free(&j);
+}
+
+/* Same commands as native: stop (runsc kill --all + runsc's process group), freeze/thaw (runsc
+ * pause/resume), revoke (recorded). Only root or this uid (SO_PEERCRED). */
+static const char *control(int lfd, struct sl_gvisor *g, struct sl_record *rec)
+{
+	const char *stopped = NULL;
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			return stopped;
+		struct ucred cr;
+		socklen_t cl = sizeof(cr);
+		char req[300] = "";
+		const char *resp = "ok\n";
+		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+		    (cr.uid != 0 && cr.uid != geteuid())) {
+			resp = "denied\n";
+		} else {
+			ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
+			req[n > 0 ? n : 0] = '\0';
+			char *nl = strchr(req, '\n');
+			if (nl)
+				*nl = '\0';
+			char *arg = strchr(req, ' ');
+			if (arg)
+				*arg++ = '\0';
+			if (!strcmp(req, "stop")) {
+				control_event(rec, "stop", &cr, arg);
+				sl_gvisor_kill(g);
+				stopped = "killed: control path (stop)";
+			} else if (!strcmp(req, "freeze") || !strcmp(req, "thaw")) {
+				control_event(rec, req, &cr, arg);
+				if (sl_gvisor_pause(g, !strcmp(req, "freeze")) < 0)
+					resp = "error: runsc pause/resume failed\n";
+			} else if (!strcmp(req, "revoke")) {
+				control_event(rec, "revoke", &cr, arg);
+			} else {
+				resp = "error: stop|freeze|thaw|revoke\n";
+			}
+		}
+		(void)!send(fd, resp, strlen(resp), MSG_NOSIGNAL);
+		close(fd);
+	}
+}
+
+static int read_secret(const char *path, uint8_t out[SL_FRAME_MASTER_LEN])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = sl_read_full(fd, out, SL_FRAME_MASTER_LEN + 1);
+	close(fd);
+	return n == SL_FRAME_MASTER_LEN ? 0 : -EINVAL;
+}
+
+static void json_strs(struct sl_json *j, const char *key, char *const *v, size_t n)
+{
+	sl_json_arr_open(j, key);
+	for (size_t i = 0; i < n; i++)
+		sl_json_str(j, NULL, v[i], 0);
+	sl_json_arr_close(j);
+}
+
+static void begin_body(struct sl_json *j, const struct sl_gv_run_args *a, const char *runsc_version,
+		       const char *cid, unsigned retries, const struct sl_gvisor *g)
+{
+	const struct sl_policy *p = a->policy;
+	struct utsname u;
+	uname(&u);
+	sl_json_obj_open(j, "manifest");
+	sl_json_str(j, "runtime", "gvisor", 0);
+	sl_json_str(j, "runtime_version", runsc_version, 0);
+	sl_json_str(j, "sensor", "gvisor-sentry", 0);
+	sl_json_str(j, "sensor_version", SL_GVISOR_SENSOR_VERSION, 0);
+	sl_json_str(j, "sightline_version", SL_VERSION, 0);
+	sl_json_str(j, "host", u.nodename, 0);
+	sl_json_int(j, "started", g->start_real_ns ? g->start_real_ns : sl_now_realtime_ns());
+	sl_json_str(j, "container_id", cid, 0);
+	sl_json_arr_open(j, "command");
+	for (size_t i = 0; a->argv[i]; i++) {
+		size_t keep;
+		if (p->redact_argv && sl_redact_arg(i ? a->argv[i - 1] : NULL, a->argv[i], &keep)) {
+			char red[300];
+			snprintf(red, sizeof(red), "%.*s%s", (int)(keep < 256 ? keep : 256), a->argv[i],
+				 SL_REDACTED);
+			sl_json_str(j, NULL, red, 0);
+		} else {
+			sl_json_str(j, NULL, a->argv[i], 256);
+		}
+	}
+	sl_json_arr_close(j);
+	sl_json_obj_open(j, "policy");
+	sl_json_str(j, "file", a->policy_file ? a->policy_file : "(default)", 0);
+	sl_json_str(j, "workspace", a->workspace, 0);
+	sl_json_str(j, "workspace_mount", p->workspace_mount, 0);
+	json_strs(j, "read_only", p->ro_paths, p->n_ro);
+	json_strs(j, "canaries", p->canaries, p->n_canaries);
+	sl_json_arr_open(j, "tcp_connect");
+	for (size_t i = 0; i < p->n_tcp_connect; i++)
+		sl_json_uint(j, NULL, p->tcp_connect[i]);
+	sl_json_arr_close(j);
+	sl_json_bool(j, "record_opens", p->record_opens);
+	sl_json_obj_close(j);
+	sl_json_obj_open(j, "layers");
+	sl_json_str(j, "sandbox", "runsc (gVisor Sentry, ptrace platform)", 0);
+	sl_json_str(j, "network", "none", 0);
+	sl_json_str(j, "rootfs", "empty, read-only; read_only paths bound read-only; workspace read-write",
+		    0);
+	sl_json_str(j, "trace_sink", "remote (SOCK_SEQPACKET, supervisor-owned)", 0);
+	sl_json_uint(j, "sink_retries", retries);
+	sl_json_bool(j, "no_new_privs", true);
+	sl_json_bool(j, "capabilities", false);
+	sl_json_obj_close(j);
+	sl_json_arr_open(j, "accepted_gaps");
+	sl_json_arr_close(j);
+	sl_json_int(j, "supervisor_pid", getpid());
+	sl_json_int(j, "invoker_uid", getuid());
+	sl_json_int(j, "workload_host_uid", a->uid);
+	sl_json_obj_close(j);
+	sl_json_obj_open(j, "ocsf");
+	sl_json_int(j, "class_uid", 6002);
+	sl_json_int(j, "activity_id", 3);
+	sl_json_obj_close(j);
+}
+
+static int declared_gap(struct sl_record *rec, struct sl_json *j, const char *gap, const char *detail)
+{
+	sl_json_reset(j);
+	sl_json_str(j, "gap", gap, 0);
+	sl_json_str(j, "detail", detail, 0);
+	sl_json_bool(j, "accepted", true);
+	return append(rec, "sensor.gap", j);
+}
+
+int sl_run_gvisor(const struct sl_gv_run_args *a)
+{
+	const struct sl_policy *pol = a->policy;
+	int status = 125;
+	char err[1024], version[256], dir[PATH_MAX], sink_path[PATH_MAX], ctl_path[PATH_MAX], cid[64];
+	struct sl_record *rec = NULL;
+	struct sl_exporter *exporter = NULL;
+	struct sl_gvisor g;
+	struct sl_gv_sink sink;
+	struct sl_json j;
+	bool g_prepared = false, sink_up = false;
+	int ctl_fd = -1, sfd = -1;
+	memset(&g, 0, sizeof(g));
+	g.pidfd = -1;
+	memset(&sink, 0, sizeof(sink));
+	sink.lfd = -1;
+	sink.stop_pipe[0] = sink.stop_pipe[1] = -1;
+	sl_json_init(&j);
+
+	if (geteuid() != 0) {
+		/* runsc needs root here (its rootless mode is not wired up): say so, do not degrade. */
+		fprintf(stderr, "sightline run: --runtime gvisor must be run as root (runsc run)\n");
+		status = 3;
+		goto out;
+	}
+	int r = sl_gvisor_version(NULL, version, sizeof(version));
+	if (r < 0) {
+		fprintf(stderr,
+			"sightline run: --runtime gvisor needs runsc (`runsc --version` failed: %s)\n",
+			strerror(-r));
+		status = 3;
+		goto out;
+	}
+	/* Test knob: the Sentry's retries before it drops a point (the loss test sets 0). */
+	unsigned retries = DEFAULT_RETRIES;
+	const char *rv = getenv("SIGHTLINE_GVISOR_RETRIES");
+	if (rv && *rv) {
+		char *end;
+		unsigned long v = strtoul(rv, &end, 10);
+		if (*end || v > 100000) {
+			fprintf(stderr, "sightline run: SIGHTLINE_GVISOR_RETRIES takes 0..100000\n");
+			status = 2;
+			goto out;
+		}
+		retries = (unsigned)v;
+	}
+	/* The container id is ours, never the workload's: every point must carry it. */
+	snprintf(cid, sizeof(cid), "sightline-%s", a->sandbox_id);
+	/* Private per-sandbox directory beside the record (the record dir is 0700 and outside the
+	 * workspace); nothing in it is mounted into the sandbox. */
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s.gvisor", a->recdir, a->sandbox_id) >= sizeof(dir) ||
+	    (size_t)snprintf(sink_path, sizeof(sink_path), "%s/sink.sock", dir) >=
+		sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		fprintf(stderr, "sightline run: record dir %s is too long for the sink socket path\n",
+			a->recdir);
+		goto out;
+	}
+	char *envp[SL_POLICY_MAX_PATHS + 1];
+	for (size_t i = 0; i < pol->n_env; i++)
+		envp[i] = pol->env[i];
+	envp[pol->n_env] = NULL;
+	struct sl_gvisor_cfg gc = {.policy = pol,
+				   .dir = dir,
+				   .workspace_host = a->workspace,
+				   .argv = a->argv,
+				   .envp = envp,
+				   .container_id = cid,
+				   .uid = a->uid,
+				   .gid = a->gid,
+				   .sink_path = sink_path,
+				   .retries = retries};
+	r = sl_gvisor_prepare(&gc, &g, err, sizeof(err));
+	g_prepared = true;
+	if (r < 0) {
+		fprintf(stderr, "sightline run: gvisor bundle: %s\n", err);
+		status = 3;
+		goto out;
+	}
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	r = sl_record_create(&rec, a->recdir, a->sandbox_id, &a->id, "gvisor-sentry", a->sync_ms);
+	if (r < 0) {
+		fprintf(stderr, "sightline run: create record in %s: %s\n", a->recdir, strerror(-r));
+		goto out;
+	}
+	begin_body(&j, a, version, cid, retries, &g);
+	r = append(rec, "record.begin", &j);
+	/* What this runtime does not do, said once at the start (docs/gvisor.md). */
+	if (r == 0)
+		r = declared_gap(
+		    rec, &j, "gvisor-policy-deny",
+		    "runsc enforces the policy by what the bundle contains: hidden paths do not exist "
+		    "(ENOENT) and there is no network (--network=none); only EROFS/EACCES/EPERM of an open "
+		    "become policy.deny, port rules and seccomp refusals are not reported as denials");
+	if (r == 0 && (pol->limits.memory_bytes || pol->limits.pids))
+		r = declared_gap(
+		    rec, &j, "gvisor-limits",
+		    "the policy's memory and pids cgroup limits are not applied to the runsc sandbox "
+		    "(the rlimits nofile, cpu, file_size and pids as RLIMIT_NPROC are)");
+	if (r == 0 && !pol->record_opens)
+		r = declared_gap(rec, &j, "file.open", "the policy turned off recording of file opens");
+	if (r < 0) {
+		fprintf(stderr, "sightline run: write record: %s\n", strerror(-r));
+		goto out;
+	}
+	sink.rec = rec;
+	sink.container_id = cid;
+	sink.policy = pol;
+	sink.on_fatal = on_fatal;
+	sink.fatal_arg = &g;
+	if ((r = sl_gv_sink_listen(&sink, sink_path)) < 0 || (r = sl_gv_sink_start(&sink)) < 0) {
+		fprintf(stderr, "sightline run: gvisor sink at %s: %s\n", sink_path, strerror(-r));
+		goto out;
+	}
+	sink_up = true;
+	sl_json_reset(&j);
+	sl_json_int(&j, "pid", 1);
+	sl_json_str(&j, "container_id", cid, 0);
+	sl_json_str(&j, "workspace", pol->workspace_mount, 0);
+	sl_json_obj_open(&j, "ocsf");
+	sl_json_int(&j, "class_uid", 1007);
+	sl_json_int(&j, "activity_id", 1);
+	sl_json_obj_close(&j);
+	if ((r = append(rec, "lifecycle.start", &j)) < 0) {
+		fprintf(stderr, "sightline run: write record: %s\n", strerror(-r));
+		goto out;
+	}
+	snprintf(ctl_path, sizeof(ctl_path), "%.*s/%s.ctl", PATH_MAX - 64, a->recdir, a->sandbox_id);
+	ctl_fd = control_listen(ctl_path);
+	if (ctl_fd < 0)
+		fprintf(stderr, "sightline run: no control socket at %s: %s\n", ctl_path, strerror(-ctl_fd));
+	if (a->collector) {
+		uint8_t master[SL_FRAME_MASTER_LEN];
+		int kr = read_secret(a->collector_secret, master);
+		struct sl_exporter_cfg ec = {.addr = a->collector,
+					     .record_path = sl_record_path(rec),
+					     .sandbox_id = a->sandbox_id,
+					     .id = a->id,
+					     .risk_class = a->risk_class,
+					     .control = ctl_fd >= 0 ? ctl_path : "none"};
+		if (kr == 0)
+			kr = sl_frame_derive_key(master, a->sandbox_id, ec.key);
+		explicit_bzero(master, sizeof(master));
+		if (kr == 0)
+			kr = sl_exporter_start(&ec, &exporter);
+		explicit_bzero(ec.key, sizeof(ec.key));
+		if (kr < 0) {
+			fprintf(stderr, "sightline run: collector export (%s, secret %s): %s\n", a->collector,
+				a->collector_secret, strerror(-kr));
+			goto out;
+		}
+	}
+	if (!a->quiet)
+		fprintf(stderr, "sightline: sandbox %s (gvisor, %s), record %s\n", a->sandbox_id, version,
+			sl_record_path(rec));
+	if ((r = sl_gvisor_start(&gc, &g, err, sizeof(err))) < 0) {
+		fprintf(stderr, "sightline run: start runsc: %s\n", err);
+		status = 3;
+		goto out;
+	}
+
+	unsigned watchdog_ms = exporter && !strcmp(a->risk_class, "high") ? a->max_blind_ms : 0;
+	bool stopped_blind = false;
+	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	const char *reason = "exited";
+	int64_t deadline =
+	    pol->limits.wall_seconds ? g.start_mono_ns + (int64_t)pol->limits.wall_seconds * 1000000000LL : 0;
+	for (;;) {
+		struct pollfd pf[3] = {{.fd = g.pidfd, .events = POLLIN},
+				       {.fd = sfd, .events = POLLIN},
+				       {.fd = ctl_fd, .events = POLLIN}};
+		int timeout = -1;
+		if (deadline) {
+			int64_t left = (deadline - sl_now_monotonic_ns()) / 1000000;
+			timeout = left < 0 ? 0 : (int)(left > INT_MAX ? INT_MAX : left);
+		}
+		if (watchdog_ms && (timeout < 0 || timeout > 100))
+			timeout = 100;
+		int pr = poll(pf, ctl_fd >= 0 ? 3 : 2, timeout);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pf[0].revents)
+			break;
+		if (watchdog_ms && !stopped_blind) {
+			struct sl_exporter_stats es;
+			sl_exporter_stats(exporter, &es);
+			int64_t silent_ms = (sl_now_monotonic_ns() - es.last_answer_ns) / 1000000;
+			if (silent_ms > (int64_t)watchdog_ms) {
+				stopped_blind = true;
+				struct sl_json cj;
+				sl_json_init(&cj);
+				sl_json_str(&cj, "action", "stop", 0);
+				sl_json_str(&cj, "by", "supervisor", 0);
+				char why[160];
+				snprintf(why, sizeof(why),
+					 "high-risk sandbox blind: no acknowledgement from the collector for "
+					 "%lld ms "
+					 "(limit %u ms)",
+					 (long long)silent_ms, watchdog_ms);
+				sl_json_str(&cj, "reason", why, 0);
+				sl_json_obj_open(&cj, "ocsf");
+				sl_json_int(&cj, "class_uid", 1007);
+				sl_json_int(&cj, "activity_id", 2);
+				sl_json_obj_close(&cj);
+				append(rec, "control.action", &cj);
+				sl_json_free(&cj);
+				sl_gvisor_kill(&g);
+				reason = "killed: blind past the high-risk limit";
+				fprintf(stderr, "sightline run: %s\n", why);
+			}
+			if (pr == 0 && (!deadline || sl_now_monotonic_ns() < deadline))
+				continue;
+		}
+		if (pr == 0 && deadline && sl_now_monotonic_ns() >= deadline) {
+			reason = "killed: wall-clock limit";
+			sl_gvisor_kill(&g);
+			deadline = 0;
+			continue;
+		}
+		if (ctl_fd >= 0 && pf[2].revents) {
+			const char *r2 = control(ctl_fd, &g, rec);
+			if (r2)
+				reason = r2;
+		}
+		if (pf[1].revents) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				reason = "killed: operator signal";
+				sl_gvisor_kill(&g);
+			}
+		}
+	}
+	if (ctl_fd >= 0) {
+		close(ctl_fd);
+		unlink(ctl_path);
+		ctl_fd = -1;
+	}
+	int wstatus = 0;
+	struct rusage ru;
+	memset(&ru, 0, sizeof(ru));
+	sl_gvisor_reap(&g, &wstatus, &ru);
+	int64_t dur = sl_now_monotonic_ns() - g.start_mono_ns;
+	/* runsc is gone, so the Sentry's socket is closed: what is queued is read to EOF. */
+	sl_gv_sink_stop(&sink, 3000);
+	sink_up = false;
+	if (atomic_load(&sink.fatal))
+		reason = "killed: the record could not be written";
+	sl_json_reset(&j);
+	sl_json_int(&j, "pid", 1);
+	if (WIFEXITED(wstatus)) {
+		/* runsc run exits with the container's status (128+N when its init was killed by N). */
+		sl_json_int(&j, "exit_code", WEXITSTATUS(wstatus));
+		sl_json_null(&j, "signal");
+		status = WEXITSTATUS(wstatus);
+	} else {
+		sl_json_null(&j, "exit_code");
+		const char *sn = sigabbrev_np(WTERMSIG(wstatus));
+		char sig[32];
+		snprintf(sig, sizeof(sig), "SIG%s", sn ? sn : "?");
+		sl_json_str(&j, "signal", sig, 0);
+		status = 128 + WTERMSIG(wstatus);
+	}
+	/* No container start from the Sentry: either runsc never started the container (its own
+	 * failure, not the workload's status) or it ran without a trace session (runsc only warns):
+	 * then the workload ran unobserved, which outranks its status. Both are ours to report. */
+	int unobserved = 0;
+	if (atomic_load(&sink.c.starts) == 0 && !strcmp(reason, "exited")) {
+		unobserved = status == 0 ? 125 : 3;
+		reason = status == 0 ? "exited unobserved: the Sentry sent no container start"
+				     : "not started: runsc failed before the container start";
+	}
+	sl_json_str(&j, "reason", reason, 0);
+	sl_json_int(&j, "duration_ns", dur);
+	sl_json_int(&j, "cpu_user_us", (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec);
+	sl_json_int(&j, "cpu_system_us", (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec);
+	sl_json_obj_open(&j, "ocsf");
+	sl_json_int(&j, "class_uid", 1007);
+	sl_json_int(&j, "activity_id", 2);
+	sl_json_obj_close(&j);
+	r = append(rec, "lifecycle.exit", &j);
+	if (atomic_load(&sink.fatal))
+		r = atomic_load(&sink.fatal);
+	sl_json_reset(&j);
+	sl_json_obj_open(&j, "counts");
+	sl_json_uint(&j, "events", sl_record_count(rec) + 1);
+	sl_gv_sink_counts_json(&sink, &j);
+	sl_json_obj_close(&j);
+	int fr = r < 0 ? sl_record_abandon(rec) : sl_record_finish(rec, &j);
+	rec = NULL;
+	if (exporter) {
+		struct sl_exporter_stats es;
+		int er = sl_exporter_finish(exporter, a->drain_seconds * 1000u, &es);
+		exporter = NULL;
+		if (er < 0)
+			fprintf(stderr,
+				"sightline run: %llu of %llu events not yet acknowledged by the collector; "
+				"they are kept in the record\n",
+				(unsigned long long)(es.recorded - es.acked),
+				(unsigned long long)es.recorded);
+		else if (!a->quiet)
+			fprintf(stderr, "sightline: %llu events delivered to %s (%llu connection%s)\n",
+				(unsigned long long)es.acked, a->collector, (unsigned long long)es.connects,
+				es.connects == 1 ? "" : "s");
+	}
+	if (unobserved) {
+		fprintf(stderr, "sightline run: %s (runsc exit status %d)\n", reason, status);
+		status = unobserved;
+	}
+	if (r < 0 || fr < 0) {
+		fprintf(stderr,
+			"sightline run: the record is incomplete: %s (the workload's status was %d)\n",
+			strerror(-(r < 0 ? r : fr)), status);
+		status = 125;
+	}
+out:
+	if (sfd >= 0)
+		close(sfd);
+	if (ctl_fd >= 0) {
+		close(ctl_fd);
+		unlink(ctl_path);
+	}
+	if (g.pid > 0)
+		sl_gvisor_kill(&g);
+	if (sink_up)
+		sl_gv_sink_stop(&sink, 0);
+	if (exporter)
+		sl_exporter_finish(exporter, 0, NULL);
+	if (rec)
+		sl_record_finish(rec, NULL);
+	if (g_prepared) {
+		sl_gvisor_destroy(&g);
+		rmdir(dir);
+	}
+	sl_json_free(&j);
+	return status;
+}
