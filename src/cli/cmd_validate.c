@@ -257,6 +257,8 @@ int sl_cmd_validate(int argc, char **argv)
 	}
 	printf("\n(* control check) contract %s on %s (%s, sensor %s), sandbox %s\n", ct.name, runtime,
 	       res.runtime_version, cfg.rt->sensor_version, res.sandbox_id);
+	if (cfg.keep || !res.passed)
+		printf("evidence kept in %s\n", res.workdir);
 	printf("controls: %s; visibility: %s => %s\n", res.controls_passed ? "passed" : "FAILED",
 	       res.visibility_passed ? "passed" : "FAILED", res.passed ? "ACCEPTED" : "NOT ACCEPTED");
 	char *js = sl_validate_json(&cfg, &res);

@@ -30,6 +30,8 @@ char *sl_validate_json(const struct sl_validate_cfg *cfg, const struct sl_valida
 	sl_json_obj_close(&j);
 	sl_json_str(&j, "canary_path", res->canary_path, 0);
 	sl_json_uint(&j, "listener_port", res->port);
+	sl_json_str(&j, "workdir", res->workdir, 0);
+	sl_json_bool(&j, "workdir_kept", cfg->keep || !res->passed);
 	sl_json_int(&j, "started_ns", res->started_ns);
 	sl_json_int(&j, "ended_ns", res->ended_ns);
 	sl_json_arr_open(&j, "rows");

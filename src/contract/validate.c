@@ -486,7 +486,8 @@ out:
 		kill(cpid, SIGTERM);
 		waitpid(cpid, NULL, 0);
 	}
-	if (!cfg->keep && rc == 0)
+	/* A failed validation keeps its evidence (record, store, logs) for the operator. */
+	if (!cfg->keep && rc == 0 && res->passed)
 		nftw(res->workdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 	return rc;
 }

@@ -287,6 +287,13 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 		bool denial;
 		bool happened = action_happened(v, b->action, &denial);
 		const struct sl_contract_unsupported *u = sl_contract_unsupported_for(c, b->id, v->cfg->rt->runtime);
+		/* The static answer first, shown when it is not "covered": the runtime's table says it
+		 * cannot emit this behaviour as the contract asks. */
+		struct sl_check_row cr;
+		sl_contract_check_one(c, b, v->cfg->rt, &cr);
+		if (cr.verdict != SL_CHECK_COVERED)
+			sl_vrow_add(res, false, cr.verdict == SL_CHECK_UNCOVERED ? SL_V_GAP : SL_V_NA, "static", b->id,
+				    "the runtime's sensors can emit it with these fields", "%s", cr.detail);
 		if (b->action == SL_ACT_NONE) {
 			sl_vrow_add(res, false, u || !b->required ? SL_V_NA : SL_V_FAIL, "visible", b->id, exp,
 				    "not exercised by the validator (action: none)%s", u ? "; declared unsupported" : "");
