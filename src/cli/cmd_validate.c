@@ -127,21 +127,62 @@ static int status(const char *db, const char *runtime, const char *contract, boo
 	return !strcmp(verdict, "pass") ? 0 : 1;
 }
 
+/* validate --status [--runtime R] [--contract NAME] [--db FILE] [--json] */
+static int status_main(int argc, char **argv)
+{
+	static const struct option opts[] = {{"status", no_argument, 0, 's'},	       {"runtime", required_argument, 0, 'r'},
+					     {"contract", required_argument, 0, 'c'}, {"db", required_argument, 0, 'd'},
+					     {"json", no_argument, 0, 'j'},	       {0, 0, 0, 0}};
+	const char *runtime = "native", *contract = NULL, *db = DEFAULT_DB;
+	bool json = false;
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			break;
+		case 'r':
+			runtime = optarg;
+			break;
+		case 'c':
+			contract = optarg;
+			break;
+		case 'd':
+			db = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	return status(db, runtime, contract, json);
+}
+
 int sl_cmd_validate(int argc, char **argv)
 {
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--status"))
+			return status_main(argc, argv);
 	enum { O_RT = 256, O_JSON, O_JUNIT, O_DB, O_NOSTORE, O_KEEP, O_QUIET, O_STATUS, O_PEXTRA, O_CFLAG, O_PORT, O_RISK, O_CONTRACT };
 	static const struct option opts[] = {
 		{"runtime", required_argument, 0, O_RT},	   {"json", required_argument, 0, O_JSON},
 		{"junit", required_argument, 0, O_JUNIT},	   {"db", required_argument, 0, O_DB},
 		{"no-store", no_argument, 0, O_NOSTORE},	   {"keep", no_argument, 0, O_KEEP},
-		{"quiet", no_argument, 0, O_QUIET},		   {"status", no_argument, 0, O_STATUS},
+		{"quiet", no_argument, 0, O_QUIET},
 		{"policy-extra", required_argument, 0, O_PEXTRA}, {"collectd-flag", required_argument, 0, O_CFLAG},
 		{"listen-port", required_argument, 0, O_PORT},	   {"risk-class", required_argument, 0, O_RISK},
-		{"contract", required_argument, 0, O_CONTRACT},   {"help", no_argument, 0, 'h'},
+		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0}};
 	struct sl_validate_cfg cfg = {.risk_class = "medium", .progress = progress};
-	const char *runtime = NULL, *json_out = NULL, *junit_out = NULL, *db = DEFAULT_DB, *contract_name = NULL;
-	bool store = true, want_status = false, status_json = false;
+	const char *runtime = NULL, *json_out = NULL, *junit_out = NULL, *db = DEFAULT_DB;
+	bool store = true;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -171,9 +212,6 @@ int sl_cmd_validate(int argc, char **argv)
 		case O_QUIET:
 			cfg.progress = NULL;
 			break;
-		case O_STATUS:
-			want_status = true;
-			break;
 		case O_PEXTRA:
 			cfg.policy_extra = optarg;
 			break;
@@ -201,9 +239,6 @@ int sl_cmd_validate(int argc, char **argv)
 			}
 			cfg.risk_class = optarg;
 			break;
-		case O_CONTRACT:
-			contract_name = optarg;
-			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -211,15 +246,6 @@ int sl_cmd_validate(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
-	}
-	if (want_status) {
-		if (optind == argc - 1)
-			status_json = !strcmp(argv[optind], "--json") || !strcmp(argv[optind], "json");
-		else if (optind != argc) {
-			usage(stderr);
-			return 2;
-		}
-		return status(db, runtime ? runtime : "native", contract_name, status_json || (json_out && !strcmp(json_out, "-")));
 	}
 	if (optind != argc - 1 || !runtime) {
 		usage(stderr);
