@@ -25,20 +25,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (c.n_b || c.n_u || c.name)
 			abort(); /* a failed parse leaves nothing */
 	} else {
-		if (!c.name || !c.n_b || c.n_b > SL_CONTRACT_MAX_BEHAVIOURS || c.n_u > SL_CONTRACT_MAX_UNSUPPORTED)
+		if (!c.name || !c.n_b || c.n_b > SL_CONTRACT_MAX_BEHAVIOURS ||
+		    c.n_u > SL_CONTRACT_MAX_UNSUPPORTED)
 			abort();
 		for (size_t i = 0; i < c.n_b; i++) {
 			const struct sl_contract_behaviour *b = &c.b[i];
-			if (!b->id || !b->event || b->n_fields > SL_CONTRACT_MAX_FIELDS || !sl_observer_name(b->observer) ||
-			    !sl_action_name(b->action) || b->max_delay_ms == 0 || b->max_delay_ms > 86400000)
+			if (!b->id || !b->event || b->n_fields > SL_CONTRACT_MAX_FIELDS ||
+			    !sl_observer_name(b->observer) || !sl_action_name(b->action) ||
+			    b->max_delay_ms == 0 || b->max_delay_ms > 86400000)
 				abort();
 		}
 		for (size_t i = 0; i < c.n_u; i++)
 			if (!c.u[i].op || !c.u[i].reason)
 				abort();
 		struct sl_contract c2;
-		if (sl_contract_parse(text, size, "fuzz.yaml", &c2, err, sizeof(err)) != 0 || c2.n_b != c.n_b ||
-		    c2.n_u != c.n_u)
+		if (sl_contract_parse(text, size, "fuzz.yaml", &c2, err, sizeof(err)) != 0 ||
+		    c2.n_b != c.n_b || c2.n_u != c.n_u)
 			abort();
 		sl_contract_free(&c2);
 	}

@@ -13,7 +13,8 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sightline contract check CONTRACT --runtime native|gvisor [--runtime ...] [--json]\n");
+	fprintf(
+	    f, "usage: sightline contract check CONTRACT --runtime native|gvisor [--runtime ...] [--json]\n");
 }
 
 int sl_cmd_contract(int argc, char **argv)
@@ -22,8 +23,10 @@ int sl_cmd_contract(int argc, char **argv)
 		usage(argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? stdout : stderr);
 		return argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? 0 : 2;
 	}
-	static const struct option opts[] = {{"runtime", required_argument, 0, 'r'}, {"json", no_argument, 0, 'j'},
-					     {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+	static const struct option opts[] = {{"runtime", required_argument, 0, 'r'},
+					     {"json", no_argument, 0, 'j'},
+					     {"help", no_argument, 0, 'h'},
+					     {0, 0, 0, 0}};
 	const struct sl_runtime_caps *rts[MAX_RT];
 	size_t n_rt = 0;
 	bool json = false;
@@ -36,7 +39,9 @@ int sl_cmd_contract(int argc, char **argv)
 		case 'r': {
 			const struct sl_runtime_caps *rt = sl_caps_find(optarg);
 			if (!rt) {
-				fprintf(stderr, "sightline contract check: unknown runtime '%s' (native, gvisor)\n", optarg);
+				fprintf(stderr,
+					"sightline contract check: unknown runtime '%s' (native, gvisor)\n",
+					optarg);
 				return 2;
 			}
 			if (n_rt == MAX_RT) {
@@ -95,10 +100,10 @@ int sl_cmd_contract(int argc, char **argv)
 			sl_json_obj_open(&j, "runtimes");
 			for (size_t k = 0; k < n_rt; k++) {
 				sl_json_obj_open(&j, rts[k]->runtime);
-				const char *v = rows[i][k].verdict == SL_CHECK_COVERED ? "covered"
-						: rows[i][k].verdict == SL_CHECK_UNCOVERED ? "gap"
+				const char *v = rows[i][k].verdict == SL_CHECK_COVERED	     ? "covered"
+						: rows[i][k].verdict == SL_CHECK_UNCOVERED   ? "gap"
 						: rows[i][k].verdict == SL_CHECK_UNSUPPORTED ? "unsupported"
-											      : "optional-gap";
+											     : "optional-gap";
 				sl_json_str(&j, "verdict", v, 0);
 				sl_json_str(&j, "detail", rows[i][k].detail, 0);
 				sl_json_obj_close(&j);
@@ -125,7 +130,8 @@ int sl_cmd_contract(int argc, char **argv)
 			printf(" %-12s", rts[k]->runtime);
 		printf("\n");
 		for (size_t i = 0; i < ct.n_b; i++) {
-			printf("%-20s %-16s %-14s", ct.b[i].id, ct.b[i].event, sl_observer_name(ct.b[i].observer));
+			printf("%-20s %-16s %-14s", ct.b[i].id, ct.b[i].event,
+			       sl_observer_name(ct.b[i].observer));
 			for (size_t k = 0; k < n_rt; k++)
 				printf(" %-12s", sl_check_verdict_name(rows[i][k].verdict));
 			printf("\n");
@@ -137,15 +143,19 @@ int sl_cmd_contract(int argc, char **argv)
 					if (!any)
 						printf("\n");
 					any = true;
-					printf("  %s on %s: %s\n", ct.b[i].id, rts[k]->runtime, rows[i][k].detail);
+					printf("  %s on %s: %s\n", ct.b[i].id, rts[k]->runtime,
+					       rows[i][k].detail);
 				}
 		if (ct.n_u) {
 			printf("\ndeclared unsupported:\n");
 			for (size_t i = 0; i < ct.n_u; i++)
 				printf("  %s: %s\n", ct.u[i].op, ct.u[i].reason);
 		}
-		printf("\n%s\n", gaps ? "NOT COVERED: a required behaviour cannot be emitted and is not declared unsupported"
-				      : "covered: every required behaviour can be emitted (or is declared unsupported)");
+		printf("\n%s\n",
+		       gaps
+			   ? "NOT COVERED: a required behaviour cannot be emitted and is not declared "
+			     "unsupported"
+			   : "covered: every required behaviour can be emitted (or is declared unsupported)");
 	}
 	sl_contract_free(&ct);
 	return gaps ? 1 : 0;

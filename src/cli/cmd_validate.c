@@ -3,6 +3,7 @@
  * sightline validate --status: whether the current runtime and sensor versions have a passing
  * acceptance. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +20,22 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sightline validate CONTRACT --runtime native [--risk-class medium] [--json FILE] [--junit FILE]\n"
-		   "                          [--db FILE] [--no-store] [--keep] [--quiet]\n"
-		   "                          [--policy-extra FILE] [--collectd-flag FLAG]... [--listen-port N]\n"
-		   "       sightline validate --status [--runtime native] [--contract NAME] [--db FILE] [--json]\n");
+	fprintf(
+	    f,
+	    "usage: sightline validate CONTRACT --runtime native [--risk-class medium] [--json FILE] "
+	    "[--junit FILE]\n"
+	    "                          [--db FILE] [--no-store] [--keep] [--quiet]\n"
+	    "                          [--policy-extra FILE] [--collectd-flag FLAG]... [--listen-port N]\n"
+	    "       sightline validate --status [--runtime native] [--contract NAME] [--db FILE] [--json]\n");
+}
+
+/* Interrupted: stop what the validation started (the collector, the workload), then die of the
+ * same signal. */
+static void on_signal(int sig)
+{
+	sl_validate_abort();
+	signal(sig, SIG_DFL);
+	raise(sig);
 }
 
 static void progress(const char *line)
@@ -111,14 +124,15 @@ static int status(const char *db, const char *runtime, const char *contract, boo
 			printf("%s\n", j.buf);
 		sl_json_free(&j);
 	} else if (!s.found) {
-		printf("none: no acceptance for runtime %s%s%s in %s\n", runtime, contract ? " and contract " : "",
-		       contract ? contract : "", db);
+		printf("none: no acceptance for runtime %s%s%s in %s\n", runtime,
+		       contract ? " and contract " : "", contract ? contract : "", db);
 	} else {
 		char when[32];
 		time_t t = (time_t)(s.a.at_ns / 1000000000);
 		struct tm tm;
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
-		printf("%s: contract %s on %s, %s at %s\n", verdict, s.contract, runtime, s.a.passed ? "passed" : "failed", when);
+		printf("%s: contract %s on %s, %s at %s\n", verdict, s.contract, runtime,
+		       s.a.passed ? "passed" : "failed", when);
 		printf("  accepted on: runtime %s, sensor %s\n", s.rv, s.sv);
 		printf("  current:     runtime %s, sensor %s\n", cur_rv, rt->sensor_version);
 		if (!strcmp(verdict, "stale"))
@@ -130,9 +144,10 @@ static int status(const char *db, const char *runtime, const char *contract, boo
 /* validate --status [--runtime R] [--contract NAME] [--db FILE] [--json] */
 static int status_main(int argc, char **argv)
 {
-	static const struct option opts[] = {{"status", no_argument, 0, 's'},	       {"runtime", required_argument, 0, 'r'},
-					     {"contract", required_argument, 0, 'c'}, {"db", required_argument, 0, 'd'},
-					     {"json", no_argument, 0, 'j'},	       {0, 0, 0, 0}};
+	static const struct option opts[] = {
+	    {"status", no_argument, 0, 's'},	     {"runtime", required_argument, 0, 'r'},
+	    {"contract", required_argument, 0, 'c'}, {"db", required_argument, 0, 'd'},
+	    {"json", no_argument, 0, 'j'},	     {0, 0, 0, 0}};
 	const char *runtime = "native", *contract = NULL, *db = DEFAULT_DB;
 	bool json = false;
 	int c;
@@ -170,16 +185,34 @@ int sl_cmd_validate(int argc, char **argv)
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
 		if (!strcmp(argv[i], "--status"))
 			return status_main(argc, argv);
-	enum { O_RT = 256, O_JSON, O_JUNIT, O_DB, O_NOSTORE, O_KEEP, O_QUIET, O_STATUS, O_PEXTRA, O_CFLAG, O_PORT, O_RISK, O_CONTRACT };
-	static const struct option opts[] = {
-		{"runtime", required_argument, 0, O_RT},	   {"json", required_argument, 0, O_JSON},
-		{"junit", required_argument, 0, O_JUNIT},	   {"db", required_argument, 0, O_DB},
-		{"no-store", no_argument, 0, O_NOSTORE},	   {"keep", no_argument, 0, O_KEEP},
-		{"quiet", no_argument, 0, O_QUIET},
-		{"policy-extra", required_argument, 0, O_PEXTRA}, {"collectd-flag", required_argument, 0, O_CFLAG},
-		{"listen-port", required_argument, 0, O_PORT},	   {"risk-class", required_argument, 0, O_RISK},
-		{"help", no_argument, 0, 'h'},
-		{0, 0, 0, 0}};
+	enum {
+		O_RT = 256,
+		O_JSON,
+		O_JUNIT,
+		O_DB,
+		O_NOSTORE,
+		O_KEEP,
+		O_QUIET,
+		O_STATUS,
+		O_PEXTRA,
+		O_CFLAG,
+		O_PORT,
+		O_RISK,
+		O_CONTRACT
+	};
+	static const struct option opts[] = {{"runtime", required_argument, 0, O_RT},
+					     {"json", required_argument, 0, O_JSON},
+					     {"junit", required_argument, 0, O_JUNIT},
+					     {"db", required_argument, 0, O_DB},
+					     {"no-store", no_argument, 0, O_NOSTORE},
+					     {"keep", no_argument, 0, O_KEEP},
+					     {"quiet", no_argument, 0, O_QUIET},
+					     {"policy-extra", required_argument, 0, O_PEXTRA},
+					     {"collectd-flag", required_argument, 0, O_CFLAG},
+					     {"listen-port", required_argument, 0, O_PORT},
+					     {"risk-class", required_argument, 0, O_RISK},
+					     {"help", no_argument, 0, 'h'},
+					     {0, 0, 0, 0}};
 	struct sl_validate_cfg cfg = {.risk_class = "medium", .progress = progress};
 	const char *runtime = NULL, *json_out = NULL, *junit_out = NULL, *db = DEFAULT_DB;
 	bool store = true;
@@ -217,7 +250,8 @@ int sl_cmd_validate(int argc, char **argv)
 			break;
 		case O_CFLAG:
 			if (cfg.n_collectd_flags == SL_VALIDATE_MAX_FLAGS) {
-				fprintf(stderr, "sightline validate: at most %d --collectd-flag\n", SL_VALIDATE_MAX_FLAGS);
+				fprintf(stderr, "sightline validate: at most %d --collectd-flag\n",
+					SL_VALIDATE_MAX_FLAGS);
 				return 2;
 			}
 			cfg.collectd_flags[cfg.n_collectd_flags++] = optarg;
@@ -257,7 +291,8 @@ int sl_cmd_validate(int argc, char **argv)
 		return 2;
 	}
 	if (strcmp(runtime, "native") != 0) {
-		fprintf(stderr, "sightline validate: the validator drives only the native runtime on this build\n");
+		fprintf(stderr,
+			"sightline validate: the validator drives only the native runtime on this build\n");
 		return 2;
 	}
 	struct sl_contract ct;
@@ -267,10 +302,16 @@ int sl_cmd_validate(int argc, char **argv)
 		return 2;
 	}
 	cfg.contract = &ct;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
 	static struct sl_validate_result res;
 	int r = sl_validate_run(&cfg, &res, err, sizeof(err));
 	if (r < 0) {
-		fprintf(stderr, "sightline validate: %s (work directory %s kept)\n", err, res.workdir);
+		if (res.workdir[0])
+			fprintf(stderr, "sightline validate: %s (work directory %s kept)\n", err, res.workdir);
+		else
+			fprintf(stderr, "sightline validate: %s\n", err);
 		sl_contract_free(&ct);
 		return 3;
 	}
@@ -279,7 +320,8 @@ int sl_cmd_validate(int argc, char **argv)
 		const struct sl_vrow *w = &res.rows[i];
 		char chk[48];
 		snprintf(chk, sizeof(chk), "%s%s", w->control ? "*" : "", w->check);
-		printf("%-9s %-21s %-10s %-60s %s\n", chk, w->subject, sl_vverdict_name(w->verdict), w->expected, w->observed);
+		printf("%-9s %-21s %-10s %-60s %s\n", chk, w->subject, sl_vverdict_name(w->verdict),
+		       w->expected, w->observed);
 	}
 	printf("\n(* control check) contract %s on %s (%s, sensor %s), sandbox %s\n", ct.name, runtime,
 	       res.runtime_version, cfg.rt->sensor_version, res.sandbox_id);
@@ -312,7 +354,8 @@ int sl_cmd_validate(int argc, char **argv)
 			sl_mkdir_p(dbdir, 0700);
 		}
 		if (sl_store_open(db, &st) < 0) {
-			fprintf(stderr, "sightline validate: store the acceptance in %s: %s\n", db, sl_store_errmsg(NULL));
+			fprintf(stderr, "sightline validate: store the acceptance in %s: %s\n", db,
+				sl_store_errmsg(NULL));
 			st_rc = 1;
 		} else {
 			struct sl_store_acceptance a = {.contract = ct.name,
@@ -324,7 +367,8 @@ int sl_cmd_validate(int argc, char **argv)
 							.report = js};
 			int64_t id = sl_store_acceptance_add(st, &a);
 			if (id < 0) {
-				fprintf(stderr, "sightline validate: store the acceptance in %s: %s\n", db, sl_store_errmsg(st));
+				fprintf(stderr, "sightline validate: store the acceptance in %s: %s\n", db,
+					sl_store_errmsg(st));
 				st_rc = 1;
 			} else
 				printf("acceptance #%lld stored in %s\n", (long long)id, db);

@@ -123,8 +123,8 @@ static int launch(struct sl_canary_sched *cs, int64_t now)
 	/* As root the workload runs as nobody: it must be able to read its workspace. */
 	if (r == 0 && geteuid() == 0 && (chown(ws, 65534, 65534) < 0 || chown(file, 65534, 65534) < 0))
 		r = -errno;
-	snprintf(text, sizeof(text), "%s\nworkspace: %s\ncanaries: [%s]\n", cs->policy_extra ? cs->policy_extra : "",
-		 ws, cs->path);
+	snprintf(text, sizeof(text), "%s\nworkspace: %s\ncanaries: [%s]\n",
+		 cs->policy_extra ? cs->policy_extra : "", ws, cs->path);
 	if (r == 0)
 		r = write_text(pol, text, 0644);
 	if (r < 0)
@@ -135,15 +135,35 @@ static int launch(struct sl_canary_sched *cs, int64_t now)
 	int a = 0;
 	argv[a++] = "sightline";
 	argv[a++] = "run";
-	char *fixed[] = {"--tenant", "sightline", "--agent", "scheduled-canary", "--task", task,
-			 "--version", SL_VERSION, "--credential-ref", "none", "--policy", pol,
-			 "--record-dir", rec, "--collector", (char *)cs->cfg.collector, "--collector-secret",
-			 (char *)cs->cfg.secret_path, "--risk-class", "low", "--quiet", "--drain-seconds", "5"};
+	char *fixed[] = {"--tenant",
+			 "sightline",
+			 "--agent",
+			 "scheduled-canary",
+			 "--task",
+			 task,
+			 "--version",
+			 SL_VERSION,
+			 "--credential-ref",
+			 "none",
+			 "--policy",
+			 pol,
+			 "--record-dir",
+			 rec,
+			 "--collector",
+			 (char *)cs->cfg.collector,
+			 "--collector-secret",
+			 (char *)cs->cfg.secret_path,
+			 "--risk-class",
+			 "low",
+			 "--quiet",
+			 "--drain-seconds",
+			 "5"};
 	for (size_t i = 0; i < SL_ARRAY_LEN(fixed); i++)
 		argv[a++] = fixed[i];
 	if (geteuid() != 0) {
 		/* Unprivileged there are no cgroups; the canary is about visibility, not limits. */
-		char *gaps[] = {"--accept-gap", "cgroup", "--accept-gap", "cgroup-memory", "--accept-gap", "cgroup-pids"};
+		char *gaps[] = {"--accept-gap",	 "cgroup",	 "--accept-gap",
+				"cgroup-memory", "--accept-gap", "cgroup-pids"};
 		for (size_t i = 0; i < SL_ARRAY_LEN(gaps); i++)
 			argv[a++] = gaps[i];
 	}
@@ -170,7 +190,8 @@ static int launch(struct sl_canary_sched *cs, int64_t now)
 	cs->pending = true;
 	cs->seen = cs->exited = false;
 	cs->started_ns = now;
-	clog_(cs, "scheduled canary %llu started (task %s, canary %s)", (unsigned long long)cs->n, task, cs->path);
+	clog_(cs, "scheduled canary %llu started (task %s, canary %s)", (unsigned long long)cs->n, task,
+	      cs->path);
 	return 0;
 }
 
@@ -189,15 +210,17 @@ void sl_canary_tick(struct sl_canary_sched *cs, struct sl_store *st, int64_t now
 	} else if (cs->pending && !cs->seen && cs->exited && now - cs->exited_ns > 2000000000LL) {
 		/* The run ended and its canary read still has not arrived: the pipeline failed it. */
 		char d[256];
-		snprintf(d, sizeof(d), "scheduled canary %llu: the canary read never arrived (run exit status %d)",
-			 (unsigned long long)cs->n, WIFEXITED(cs->status) ? WEXITSTATUS(cs->status) : 128 + WTERMSIG(cs->status));
+		snprintf(d, sizeof(d),
+			 "scheduled canary %llu: the canary read never arrived (run exit status %d)",
+			 (unsigned long long)cs->n,
+			 WIFEXITED(cs->status) ? WEXITSTATUS(cs->status) : 128 + WTERMSIG(cs->status));
 		sl_store_alert_open(st, NULL, "canary-failed", "critical", cs->started_ns, d);
 		clog_(cs, "%s", d);
 		cleanup(cs);
 	} else if (cs->pending && !cs->seen && now - cs->started_ns > (int64_t)cs->cfg.every_ms * 1000000) {
 		char d[256];
-		snprintf(d, sizeof(d), "scheduled canary %llu: not seen within %u ms", (unsigned long long)cs->n,
-			 cs->cfg.every_ms);
+		snprintf(d, sizeof(d), "scheduled canary %llu: not seen within %u ms",
+			 (unsigned long long)cs->n, cs->cfg.every_ms);
 		sl_store_alert_open(st, NULL, "canary-late", "critical", cs->started_ns, d);
 		clog_(cs, "%s", d);
 		if (!cs->exited) {

@@ -10,15 +10,18 @@
 static const char *str_member(struct json_object *o, const char *k)
 {
 	struct json_object *v;
-	return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
-											       : NULL;
+	return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+		   ? json_object_get_string(v)
+		   : NULL;
 }
 
 int sl_detect_line(const char *line, size_t len, struct sl_detection *d)
 {
 	/* Cheap pre-filter on the raw text: almost every line is neither. */
-	bool open = memmem(line, len, "\"class\":\"file.open\"", 19) && memmem(line, len, "\"canary\":true", 13);
-	bool deny = memmem(line, len, "\"class\":\"policy.deny\"", 21) && memmem(line, len, "\"syscall\":\"connect\"", 19);
+	bool open =
+	    memmem(line, len, "\"class\":\"file.open\"", 19) && memmem(line, len, "\"canary\":true", 13);
+	bool deny = memmem(line, len, "\"class\":\"policy.deny\"", 21) &&
+		    memmem(line, len, "\"syscall\":\"connect\"", 19);
 	if (!open && !deny)
 		return 0;
 	struct json_tokener *tok = json_tokener_new();
@@ -43,7 +46,8 @@ int sl_detect_line(const char *line, size_t len, struct sl_detection *d)
 		if (sc && !strcmp(sc, "connect")) {
 			d->kind = "blocked-connect";
 			snprintf(d->path, sizeof(d->path), "%s", p ? p : "?");
-			snprintf(d->detail, sizeof(d->detail), "connection to %.256s blocked by policy", d->path);
+			snprintf(d->detail, sizeof(d->detail), "connection to %.256s blocked by policy",
+				 d->path);
 			r = 1;
 		}
 	}

@@ -10,7 +10,7 @@
  * line's members; "identity.tenant" names a member of a member). */
 struct sl_cap_class {
 	const char *event;
-	int observer; /* enum sl_observer */
+	int observer;		   /* enum sl_observer */
 	const char *const *fields; /* NULL-terminated */
 	const char *note;	   /* a condition on coverage, or NULL */
 };

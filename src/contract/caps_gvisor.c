@@ -24,20 +24,21 @@ static const char *const f_start[] = {"pid", "cwd", "argv", NULL};
 static const char *const f_exit[] = {"pid", "exit_code", "signal", NULL};
 static const char *const f_gap[] = {"gap", "detail", NULL};
 static const char *const f_control[] = {"action", "by", "peer_uid", "peer_pid", "reason", NULL};
-static const char *const f_begin[] = {"manifest", "manifest.runtime", "manifest.runtime_version",
-				      "manifest.sensor", "manifest.sensor_version", NULL};
+static const char *const f_begin[] = {
+    "manifest",	       "manifest.runtime",	  "manifest.runtime_version",
+    "manifest.sensor", "manifest.sensor_version", NULL};
 static const char *const f_end[] = {"counts", NULL};
 
 static const struct sl_cap_class gvisor_classes[] = {
-	{"process.exec", SL_OBS_GUEST_RUNTIME, f_exec, "sentry/execve point"},
-	{"file.open", SL_OBS_GUEST_RUNTIME, f_open, "syscall/open,openat,creat exit points"},
-	{"network.connect", SL_OBS_GUEST_RUNTIME, f_connect, "syscall/connect exit point"},
-	{"lifecycle.start", SL_OBS_GUEST_RUNTIME, f_start, "container/start point"},
-	{"lifecycle.exit", SL_OBS_GUEST_RUNTIME, f_exit, "sentry/task_exit point"},
-	{"sensor.gap", SL_OBS_SUPERVISOR, f_gap, "the sink's dropped_count and decode rejects"},
-	{"control.action", SL_OBS_SUPERVISOR, f_control, NULL},
-	{"record.begin", SL_OBS_SUPERVISOR, f_begin, NULL},
-	{"record.end", SL_OBS_SUPERVISOR, f_end, NULL},
+    {"process.exec", SL_OBS_GUEST_RUNTIME, f_exec, "sentry/execve point"},
+    {"file.open", SL_OBS_GUEST_RUNTIME, f_open, "syscall/open,openat,creat exit points"},
+    {"network.connect", SL_OBS_GUEST_RUNTIME, f_connect, "syscall/connect exit point"},
+    {"lifecycle.start", SL_OBS_GUEST_RUNTIME, f_start, "container/start point"},
+    {"lifecycle.exit", SL_OBS_GUEST_RUNTIME, f_exit, "sentry/task_exit point"},
+    {"sensor.gap", SL_OBS_SUPERVISOR, f_gap, "the sink's dropped_count and decode rejects"},
+    {"control.action", SL_OBS_SUPERVISOR, f_control, NULL},
+    {"record.begin", SL_OBS_SUPERVISOR, f_begin, NULL},
+    {"record.end", SL_OBS_SUPERVISOR, f_end, NULL},
 };
 
 /* runsc's own version line: an upgrade of runsc changes what the Sentry emits. */
@@ -57,10 +58,10 @@ static int gvisor_version(char *buf, size_t len)
 }
 
 const struct sl_runtime_caps sl_caps_gvisor = {
-	.runtime = "gvisor",
-	.sensor = "sightline-gvisor-sink",
-	.classes = gvisor_classes,
-	.n_classes = SL_ARRAY_LEN(gvisor_classes),
-	.sensor_version = "gvisor-sink/1",
-	.runtime_version = gvisor_version,
+    .runtime = "gvisor",
+    .sensor = "sightline-gvisor-sink",
+    .classes = gvisor_classes,
+    .n_classes = SL_ARRAY_LEN(gvisor_classes),
+    .sensor_version = "gvisor-sink/1",
+    .runtime_version = gvisor_version,
 };

@@ -32,11 +32,20 @@ const char *sl_check_verdict_name(int v)
 }
 
 /* Members every line of every class carries (docs/events.md, "Common fields"). */
-static const char *const common_fields[] = {"seq",	       "sandbox_id",	  "time",
-					    "class",	       "observer",	  "identity",
-					    "identity.tenant", "identity.agent",  "identity.task",
-					    "identity.version", "identity.credential_ref", "prev_hash",
-					    "hash",	       NULL};
+static const char *const common_fields[] = {"seq",
+					    "sandbox_id",
+					    "time",
+					    "class",
+					    "observer",
+					    "identity",
+					    "identity.tenant",
+					    "identity.agent",
+					    "identity.task",
+					    "identity.version",
+					    "identity.credential_ref",
+					    "prev_hash",
+					    "hash",
+					    NULL};
 
 int sl_caps_has_field(const struct sl_cap_class *cc, const char *field)
 {

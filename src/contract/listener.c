@@ -91,7 +91,8 @@ static void *run(void *arg)
 	lis_log(l, "listening 127.0.0.1:%u", l->port);
 	started(l, 0);
 	for (;;) {
-		struct pollfd pf[2] = {{.fd = lfd, .events = POLLIN}, {.fd = l->stop_pipe[0], .events = POLLIN}};
+		struct pollfd pf[2] = {{.fd = lfd, .events = POLLIN},
+				       {.fd = l->stop_pipe[0], .events = POLLIN}};
 		if (poll(pf, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;

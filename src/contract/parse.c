@@ -16,8 +16,8 @@
 
 static const char *const obs_names[SL_OBS_COUNT] = {"supervisor", "guest-runtime", "gateway", "application",
 						    "host"};
-static const char *const act_names[SL_ACT_COUNT] = {"none", "exec", "canary-read", "blocked-connect", "start",
-						    "exit"};
+static const char *const act_names[SL_ACT_COUNT] = {"none",  "exec", "canary-read", "blocked-connect",
+						    "start", "exit"};
 static const char *const risk_names[3] = {"high", "medium", "low"};
 
 const char *sl_observer_name(int obs)
@@ -95,7 +95,8 @@ struct pctx {
 	size_t errlen;
 };
 
-static int perr(struct pctx *p, const yaml_node_t *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int perr(struct pctx *p, const yaml_node_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int perr(struct pctx *p, const yaml_node_t *n, const char *fmt, ...)
 {
 	char msg[384];
@@ -140,9 +141,10 @@ static int get_name(struct pctx *p, const yaml_node_t *n, const char *key, char 
 	if (r < 0)
 		return r;
 	for (const char *s = *out; *s; s++)
-		if (!(*s == '.' || *s == '_' || *s == '-' || (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') ||
-		      (*s >= 'A' && *s <= 'Z')))
-			return perr(p, n, "%s: \"%s\" may hold only letters, digits, '.', '_' and '-'", key, *out);
+		if (!(*s == '.' || *s == '_' || *s == '-' || (*s >= '0' && *s <= '9') ||
+		      (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+			return perr(p, n, "%s: \"%s\" may hold only letters, digits, '.', '_' and '-'", key,
+				    *out);
 	return 0;
 }
 
@@ -234,7 +236,9 @@ static int behaviour_key(struct pctx *p, const char *key, yaml_node_t *v, void *
 		const char *s = scalar(v);
 		int o = s ? sl_observer_parse(s) : -1;
 		if (o < 0)
-			return perr(p, v, "behaviours[].observer: expected supervisor, guest-runtime, gateway, application or host");
+			return perr(p, v,
+				    "behaviours[].observer: expected supervisor, guest-runtime, gateway, "
+				    "application or host");
 		b->observer = o;
 		return 0;
 	}
@@ -246,7 +250,9 @@ static int behaviour_key(struct pctx *p, const char *key, yaml_node_t *v, void *
 		const char *s = scalar(v);
 		int a = s ? sl_action_parse(s) : -1;
 		if (a < 0)
-			return perr(p, v, "behaviours[].action: expected none, exec, canary-read, blocked-connect, start or exit");
+			return perr(p, v,
+				    "behaviours[].action: expected none, exec, canary-read, blocked-connect, "
+				    "start or exit");
 		b->action = a;
 		return 0;
 	}
@@ -266,7 +272,8 @@ static int behaviour_key(struct pctx *p, const char *key, yaml_node_t *v, void *
 		for (size_t k = 0; k < b->n_fields; k++)
 			if (!strcmp(b->fields[k], name)) {
 				free(name);
-				return perr(p, f, "behaviours[].fields: \"%s\" is listed twice", b->fields[k]);
+				return perr(p, f, "behaviours[].fields: \"%s\" is listed twice",
+					    b->fields[k]);
 			}
 		b->fields[b->n_fields++] = name;
 	}
@@ -322,7 +329,9 @@ static int unsup_key(struct pctx *p, const char *key, yaml_node_t *v, void *obj)
 			return r;
 	}
 	if (!u->n_runtimes)
-		return perr(p, v, "unsupported[].runtimes: an empty list declares nothing (leave the key out for every runtime)");
+		return perr(p, v,
+			    "unsupported[].runtimes: an empty list declares nothing (leave the key out for "
+			    "every runtime)");
 	return 0;
 }
 
@@ -347,17 +356,19 @@ static int top_key(struct pctx *p, const char *key, yaml_node_t *v, void *obj)
 			struct sl_contract_behaviour *b = &c->b[c->n_b++];
 			b->required = true;
 			b->line = (unsigned)e->start_mark.line + 1;
-			static const char *const allowed[] = {"id", "event", "observer", "fields", "max_delay",
-							      "required", "action", NULL};
+			static const char *const allowed[] = {"id",	   "event",    "observer", "fields",
+							      "max_delay", "required", "action",   NULL};
 			int seen = walk_map(p, e, "behaviours[]", allowed, behaviour_key, b);
 			if (seen < 0)
 				return seen;
 			if ((seen & 0x1f) != 0x1f)
-				return perr(p, e, "behaviours[]: needs id, event, observer, fields and max_delay");
+				return perr(p, e,
+					    "behaviours[]: needs id, event, observer, fields and max_delay");
 			for (size_t k = 0; k + 1 < c->n_b; k++)
 				if (!strcmp(c->b[k].id, b->id))
-					return perr(p, e, "behaviours[]: id \"%s\" is used twice (first at line %u)", b->id,
-						    c->b[k].line);
+					return perr(
+					    p, e, "behaviours[]: id \"%s\" is used twice (first at line %u)",
+					    b->id, c->b[k].line);
 		} else {
 			if (c->n_u == SL_CONTRACT_MAX_UNSUPPORTED)
 				return perr(p, e, "unsupported: at most %d", SL_CONTRACT_MAX_UNSUPPORTED);
@@ -368,7 +379,8 @@ static int top_key(struct pctx *p, const char *key, yaml_node_t *v, void *obj)
 			if (seen < 0)
 				return seen;
 			if ((seen & 3) != 3)
-				return perr(p, e, "unsupported[]: needs op and reason (the reason is the point)");
+				return perr(p, e,
+					    "unsupported[]: needs op and reason (the reason is the point)");
 		}
 	}
 	return 0;
@@ -385,8 +397,9 @@ static int prescan(const char *text, size_t len, const char *name, char *err, si
 	int r = 0, docs = 0;
 	for (bool done = false; !done && r == 0;) {
 		if (!yaml_parser_parse(&ps, &ev)) {
-			snprintf(err, errlen, "%s:%zu:%zu: not valid YAML: %s", name, ps.problem_mark.line + 1,
-				 ps.problem_mark.column + 1, ps.problem ? ps.problem : "parse error");
+			snprintf(err, errlen, "%s:%zu:%zu: not valid YAML: %s", name,
+				 ps.problem_mark.line + 1, ps.problem_mark.column + 1,
+				 ps.problem ? ps.problem : "parse error");
 			r = -EINVAL;
 			break;
 		}
@@ -420,7 +433,8 @@ static int prescan(const char *text, size_t len, const char *name, char *err, si
 			break;
 		}
 		if (bad) {
-			snprintf(err, errlen, "%s:%zu:%zu: %s", name, ev.start_mark.line + 1, ev.start_mark.column + 1, bad);
+			snprintf(err, errlen, "%s:%zu:%zu: %s", name, ev.start_mark.line + 1,
+				 ev.start_mark.column + 1, bad);
 			r = -EINVAL;
 		}
 		yaml_event_delete(&ev);

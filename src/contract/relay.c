@@ -94,7 +94,8 @@ static void *run(void *arg)
 				for (int i = 0; i < MAX_PAIRS && slot < 0; i++)
 					if (r->a[i] < 0)
 						slot = i;
-				if (tfd < 0 || slot < 0 || connect(tfd, (struct sockaddr *)&un, sizeof(un)) < 0) {
+				if (tfd < 0 || slot < 0 ||
+				    connect(tfd, (struct sockaddr *)&un, sizeof(un)) < 0) {
 					close(cfd);
 					if (tfd >= 0)
 						close(tfd);
@@ -118,7 +119,8 @@ static void *run(void *arg)
 				if (got > 0) {
 					size_t off = 0;
 					while (off < (size_t)got) {
-						ssize_t w = send(to, buf + off, (size_t)got - off, MSG_NOSIGNAL);
+						ssize_t w =
+						    send(to, buf + off, (size_t)got - off, MSG_NOSIGNAL);
 						if (w <= 0)
 							break;
 						off += (size_t)w;

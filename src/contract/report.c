@@ -43,7 +43,12 @@ char *sl_validate_json(const struct sl_validate_cfg *cfg, const struct sl_valida
 		sl_json_str(&j, "kind", r->control ? "control" : "visibility", 0);
 		sl_json_str(&j, "expected", r->expected, 0);
 		sl_json_str(&j, "observed", r->observed, 0);
-		sl_json_str(&j, "verdict", r->verdict == SL_V_PASS ? "pass" : r->verdict == SL_V_GAP ? "gap" : r->verdict == SL_V_NA ? "n/a" : "fail", 0);
+		sl_json_str(&j, "verdict",
+			    r->verdict == SL_V_PASS  ? "pass"
+			    : r->verdict == SL_V_GAP ? "gap"
+			    : r->verdict == SL_V_NA  ? "n/a"
+						     : "fail",
+			    0);
 		sl_json_obj_close(&j);
 	}
 	sl_json_arr_close(&j);
@@ -97,8 +102,8 @@ char *sl_validate_junit(const struct sl_validate_cfg *cfg, const struct sl_valid
 	xml_esc(f, cfg->contract->name);
 	fputs(" on ", f);
 	xml_esc(f, cfg->rt->runtime);
-	fprintf(f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\" time=\"%.3f\">\n", res->n_rows, failures,
-		skipped, (double)(res->ended_ns - res->started_ns) / 1e9);
+	fprintf(f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\" time=\"%.3f\">\n",
+		res->n_rows, failures, skipped, (double)(res->ended_ns - res->started_ns) / 1e9);
 	fputs("<properties>\n<property name=\"runtime_version\" value=\"", f);
 	xml_esc(f, res->runtime_version);
 	fputs("\"/>\n<property name=\"sensor_version\" value=\"", f);
@@ -115,7 +120,8 @@ char *sl_validate_junit(const struct sl_validate_cfg *cfg, const struct sl_valid
 		xml_esc(f, r->subject);
 		fputs("\">", f);
 		if (r->verdict == SL_V_FAIL || r->verdict == SL_V_GAP) {
-			fprintf(f, "<failure type=\"%s\" message=\"", r->verdict == SL_V_GAP ? "coverage-gap" : "failed");
+			fprintf(f, "<failure type=\"%s\" message=\"",
+				r->verdict == SL_V_GAP ? "coverage-gap" : "failed");
 			xml_esc(f, r->observed);
 			fputs("\">expected: ", f);
 			xml_esc(f, r->expected);

@@ -30,6 +30,18 @@
 
 extern char **environ;
 
+/* The children of the running validation, for sl_validate_abort (a signal handler). */
+static volatile pid_t child_collector = -1, child_run = -1;
+
+void sl_validate_abort(void)
+{
+	pid_t a = child_collector, b = child_run;
+	if (b > 0)
+		kill(b, SIGTERM);
+	if (a > 0)
+		kill(a, SIGTERM);
+}
+
 const char *sl_vverdict_name(int v)
 {
 	switch (v) {
@@ -44,8 +56,8 @@ const char *sl_vverdict_name(int v)
 	}
 }
 
-void sl_vrow_add(struct sl_validate_result *res, bool control, int verdict, const char *check, const char *subject,
-		 const char *expected, const char *fmt, ...)
+void sl_vrow_add(struct sl_validate_result *res, bool control, int verdict, const char *check,
+		 const char *subject, const char *expected, const char *fmt, ...)
 {
 	if (res->n_rows == SL_VALIDATE_MAX_ROWS)
 		return;
@@ -62,7 +74,8 @@ void sl_vrow_add(struct sl_validate_result *res, bool control, int verdict, cons
 	va_end(ap);
 }
 
-static void progress(const struct sl_validate_cfg *cfg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(const struct sl_validate_cfg *cfg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void progress(const struct sl_validate_cfg *cfg, const char *fmt, ...)
 {
 	if (!cfg->progress)
@@ -196,30 +209,36 @@ static void hex(char *out, size_t n)
 /* The workload: each action prints what it did (the application's own word, used only to tell a
  * coverage gap from an action that did not happen), then it waits on the FIFO twice: while the
  * export is cut it acts again (those events must survive the outage), then it ends. */
-static const char workload_fmt[] =
-	"/usr/bin/uname -sr >/dev/null && echo 'ACTION exec ok'\n"
-	"cat %s >/dev/null && echo 'ACTION canary-read ok'\n"
-	"if exec 3<>/dev/tcp/127.0.0.1/%u; then echo 'ACTION blocked-connect CONNECTED'; echo canary >&3; exec 3>&-;"
-	" else echo 'ACTION blocked-connect refused'; fi\n"
-	"read -r x < /workspace/ctl.fifo\n"
-	"for i in 1 2 3 4 5; do /bin/true; done; echo 'ACTION during-loss ok'\n"
-	"read -r x < /workspace/ctl.fifo\n"
-	"exit 0\n";
+static const char workload_fmt[] = "/usr/bin/uname -sr >/dev/null && echo 'ACTION exec ok'\n"
+				   "cat %s >/dev/null && echo 'ACTION canary-read ok'\n"
+				   "if exec 3<>/dev/tcp/127.0.0.1/%u; then echo 'ACTION blocked-connect "
+				   "CONNECTED'; echo canary >&3; exec 3>&-;"
+				   " else echo 'ACTION blocked-connect refused'; fi\n"
+				   "read -r x < /workspace/ctl.fifo\n"
+				   "for i in 1 2 3 4 5; do /bin/true; done; echo 'ACTION during-loss ok'\n"
+				   "read -r x < /workspace/ctl.fifo\n"
+				   "exit 0\n";
 
-int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result *res, char *err, size_t errlen)
+int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result *res, char *err,
+		    size_t errlen)
 {
 	memset(res, 0, sizeof(*res));
 	struct sl_vctx v = {.cfg = cfg, .res = res};
 	const struct sl_contract *c = cfg->contract;
-	int risk = !strcmp(cfg->risk_class, "high") ? SL_RISK_HIGH : !strcmp(cfg->risk_class, "low") ? SL_RISK_LOW : SL_RISK_MEDIUM;
+	int risk = !strcmp(cfg->risk_class, "high")  ? SL_RISK_HIGH
+		   : !strcmp(cfg->risk_class, "low") ? SL_RISK_LOW
+						     : SL_RISK_MEDIUM;
 	if (!c->risk[risk].set) {
-		snprintf(err, errlen, "the contract has no risk class %s (risk_classes.%s)", cfg->risk_class, cfg->risk_class);
+		snprintf(err, errlen, "the contract has no risk class %s (risk_classes.%s)", cfg->risk_class,
+			 cfg->risk_class);
 		return -EINVAL;
 	}
 	v.max_blind_ms = c->risk[risk].max_blind_ms;
 	v.response = c->risk[risk].response;
 	if (geteuid() != 0) {
-		snprintf(err, errlen, "needs root: the listener joins the sandbox's network namespace (setns needs CAP_SYS_ADMIN)");
+		snprintf(err, errlen,
+			 "needs root: the listener joins the sandbox's network namespace (setns needs "
+			 "CAP_SYS_ADMIN)");
 		return -EPERM;
 	}
 	if (cfg->rt->runtime_version(res->runtime_version, sizeof(res->runtime_version)) < 0)
@@ -236,7 +255,8 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	snprintf(v.admin, sizeof(v.admin), "%s/admin.sock", W);
 	snprintf(v.listener_log, sizeof(v.listener_log), "%s/listener.log", W);
 	snprintf(v.run_out, sizeof(v.run_out), "%s/run.out", W);
-	char secret[128], csock[128], rsock[128], ws[128], rec[128], pol[128], fifo[160], runerr[128], clog[128];
+	char secret[128], csock[128], rsock[128], ws[128], rec[128], pol[128], fifo[160], runerr[128],
+	    clog[128];
 	snprintf(secret, sizeof(secret), "%s/collector.secret", W);
 	snprintf(csock, sizeof(csock), "%s/collector.sock", W);
 	snprintf(rsock, sizeof(rsock), "%s/relay.sock", W);
@@ -279,8 +299,8 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	char p1[160], p2[192];
 	snprintf(p1, sizeof(p1), "%s/%s", ws, d12);
 	snprintf(p2, sizeof(p2), "%s/%s.txt", p1, f12);
-	if (mkdir(ws, 0755) < 0 || mkdir(rec, 0700) < 0 || mkdir(p1, 0755) < 0 || write_text(p2, content, 0644) < 0 ||
-	    mkfifo(fifo, 0666) < 0) {
+	if (mkdir(ws, 0755) < 0 || mkdir(rec, 0700) < 0 || mkdir(p1, 0755) < 0 ||
+	    write_text(p2, content, 0644) < 0 || mkfifo(fifo, 0666) < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "set up %s: %s", W, strerror(errno));
 		goto out;
@@ -293,8 +313,7 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 		goto out;
 	}
 	char ptxt[8192];
-	snprintf(ptxt, sizeof(ptxt), "workspace: %s\ncanaries: [%s]\n%s\n", ws, res->canary_path,
-		 "");
+	snprintf(ptxt, sizeof(ptxt), "workspace: %s\ncanaries: [%s]\n%s\n", ws, res->canary_path, "");
 	if (cfg->policy_extra) {
 		char *extra = NULL;
 		size_t el = 0;
@@ -321,13 +340,15 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	char la[160], aa[160];
 	snprintf(la, sizeof(la), "unix:%s", csock);
 	snprintf(aa, sizeof(aa), "unix:%s", v.admin);
-	char *cargv[32] = {"sightline", "collectd", "--listen", la, "--db", v.db, "--secret", secret,
-			   "--admin", aa, "--max-blind", blind};
+	char *cargv[32] = {"sightline", "collectd", "--listen", la, "--db",	   v.db,
+			   "--secret",	secret,	    "--admin",	aa, "--max-blind", blind};
 	size_t ca = 12;
 	for (size_t i = 0; i < cfg->n_collectd_flags && ca < 30; i++)
 		cargv[ca++] = (char *)cfg->collectd_flags[i];
 	cargv[ca] = NULL;
-	if ((rc = spawn(cargv, "/dev/null", clog, &cpid)) < 0) {
+	rc = spawn(cargv, "/dev/null", clog, &cpid);
+	child_collector = rc < 0 ? -1 : cpid;
+	if (rc < 0) {
 		snprintf(err, errlen, "start the collector: %s", strerror(-rc));
 		goto out;
 	}
@@ -355,18 +376,47 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	snprintf(ra, sizeof(ra), "unix:%s", rsock);
 	snprintf(vl, sizeof(vl), "%u:%s", res->port, v.listener_log);
 	snprintf(port, sizeof(port), "%u", res->port);
-	char *rargv[] = {"sightline", "run", "--tenant", res->id.tenant, "--agent", res->id.agent, "--task", res->id.task,
-			 "--version", res->id.version, "--credential-ref", res->id.credential_ref, "--policy", pol,
-			 "--record-dir", rec, "--collector", ra, "--collector-secret", secret, "--risk-class",
-			 (char *)cfg->risk_class, "--validator-listen", vl, "--quiet", "--drain-seconds", "15", "--",
-			 "/bin/bash", "-c", script, NULL};
-	if ((rc = spawn(rargv, v.run_out, runerr, &rpid)) < 0) {
+	char *rargv[] = {"sightline",
+			 "run",
+			 "--tenant",
+			 res->id.tenant,
+			 "--agent",
+			 res->id.agent,
+			 "--task",
+			 res->id.task,
+			 "--version",
+			 res->id.version,
+			 "--credential-ref",
+			 res->id.credential_ref,
+			 "--policy",
+			 pol,
+			 "--record-dir",
+			 rec,
+			 "--collector",
+			 ra,
+			 "--collector-secret",
+			 secret,
+			 "--risk-class",
+			 (char *)cfg->risk_class,
+			 "--validator-listen",
+			 vl,
+			 "--quiet",
+			 "--drain-seconds",
+			 "15",
+			 "--",
+			 "/bin/bash",
+			 "-c",
+			 script,
+			 NULL};
+	rc = spawn(rargv, v.run_out, runerr, &rpid);
+	child_run = rc < 0 ? -1 : rpid;
+	if (rc < 0) {
 		snprintf(err, errlen, "start the workload: %s", strerror(-rc));
 		goto out;
 	}
 	v.run_pid = rpid;
-	progress(cfg, "workload started (tenant %s, task %s, canary %s, listener 127.0.0.1:%u)", res->id.tenant,
-		 res->id.task, res->canary_path, res->port);
+	progress(cfg, "workload started (tenant %s, task %s, canary %s, listener 127.0.0.1:%u)",
+		 res->id.tenant, res->id.task, res->canary_path, res->port);
 	/* Phase 1: the three actions; the workload then waits on the FIFO. */
 	bool phase1 = false;
 	for (int i = 0; i < 400 && !phase1; i++) {
@@ -452,7 +502,9 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 		v.run_exited = true;
 	}
 	rpid = -1;
-	progress(cfg, "workload ended (status %d)", WIFEXITED(v.run_status) ? WEXITSTATUS(v.run_status) : 128 + WTERMSIG(v.run_status));
+	child_run = -1;
+	progress(cfg, "workload ended (status %d)",
+		 WIFEXITED(v.run_status) ? WEXITSTATUS(v.run_status) : 128 + WTERMSIG(v.run_status));
 	/* The collector has its own 100 ms tick: let it see the end before it stops. */
 	sleep_ms(200);
 	sl_relay_stop(relay);
@@ -460,6 +512,7 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	kill(cpid, SIGTERM);
 	waitpid(cpid, NULL, 0);
 	cpid = -1;
+	child_collector = -1;
 
 	/* 5. The checks, each independent of the others. */
 	rc = sl_vchecks(&v, err, errlen);
@@ -477,6 +530,7 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	/* Passing one never compensates for failing the other. */
 	res->passed = rc == 0 && res->controls_passed && res->visibility_passed && res->n_rows > 0;
 out:
+	child_run = child_collector = -1;
 	if (rpid > 0) {
 		kill(rpid, SIGTERM);
 		waitpid(rpid, NULL, 0);

@@ -18,26 +18,26 @@ enum sl_vverdict {
 const char *sl_vverdict_name(int v);
 
 struct sl_vrow {
-	char check[32];	     /* binding, visible, fields, delay, alert, control, loss, recovery */
-	char subject[64];    /* behaviour id or what is checked */
+	char check[32];	  /* binding, visible, fields, delay, alert, control, loss, recovery */
+	char subject[64]; /* behaviour id or what is checked */
 	char expected[256];
 	char observed[512];
 	int verdict;
 	bool control; /* a control check (the denial really happened) rather than a visibility check */
 };
 
-#define SL_VALIDATE_MAX_ROWS 256
+#define SL_VALIDATE_MAX_ROWS  256
 #define SL_VALIDATE_MAX_FLAGS 8
 
 struct sl_validate_cfg {
 	const struct sl_contract *contract;
 	const struct sl_runtime_caps *rt;
-	const char *risk_class;	      /* the workload's risk class, default "medium" */
-	const char *policy_extra;     /* YAML appended to the workload's policy (negative tests) */
+	const char *risk_class;	  /* the workload's risk class, default "medium" */
+	const char *policy_extra; /* YAML appended to the workload's policy (negative tests) */
 	const char *collectd_flags[SL_VALIDATE_MAX_FLAGS]; /* extra flags for the collector it starts */
 	size_t n_collectd_flags;
-	unsigned listen_port;	      /* the listener's port; 0: random */
-	bool keep;		      /* keep the work directory */
+	unsigned listen_port;		    /* the listener's port; 0: random */
+	bool keep;			    /* keep the work directory */
 	void (*progress)(const char *line); /* one line per step, or NULL */
 };
 
@@ -51,7 +51,9 @@ struct sl_validate_result {
 	char workdir[64];
 	char runtime_version[256];
 	int64_t started_ns, ended_ns;
-	struct { char tenant[32], agent[32], task[32], version[32], credential_ref[48]; } id;
+	struct {
+		char tenant[32], agent[32], task[32], version[32], credential_ref[48];
+	} id;
 	char canary_path[128];
 	unsigned port;
 };
@@ -59,7 +61,11 @@ struct sl_validate_result {
 /* Run the validation. Returns 0 when it could run (res says whether it passed) or -errno when it
  * could not even set up (err says why). Needs root (the listener joins the sandbox's network
  * namespace). */
-int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result *res, char *err, size_t errlen);
+int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result *res, char *err,
+		    size_t errlen);
+/* Async-signal-safe: SIGTERM the collector and the workload a running sl_validate_run started (for
+ * the program's signal handler, so an interrupted validation leaves no process behind). */
+void sl_validate_abort(void);
 /* The result as JSON (owned by the caller: free()), or NULL. */
 char *sl_validate_json(const struct sl_validate_cfg *cfg, const struct sl_validate_result *res);
 /* The result as JUnit XML (free()), or NULL. */

@@ -52,7 +52,8 @@ size_t sl_vstored(const struct sl_vctx *v)
 		return 0;
 	sqlite3_stmt *st = NULL;
 	size_t n = 0;
-	if (sqlite3_prepare_v2(db, "SELECT last_seq FROM health WHERE sandbox_id = ?", -1, &st, NULL) == SQLITE_OK) {
+	if (sqlite3_prepare_v2(db, "SELECT last_seq FROM health WHERE sandbox_id = ?", -1, &st, NULL) ==
+	    SQLITE_OK) {
 		sqlite3_bind_text(st, 1, v->res->sandbox_id, -1, SQLITE_STATIC);
 		if (sqlite3_step(st) == SQLITE_ROW)
 			n = (size_t)sqlite3_column_int64(st, 0);
@@ -87,8 +88,9 @@ static void evs_free(struct evs *s)
 static int load_events(sqlite3 *db, const char *sid, struct evs *s)
 {
 	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(db, "SELECT seq, time_ns, received_ns, line FROM events WHERE sandbox_id = ? ORDER BY seq",
-			       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(
+		db, "SELECT seq, time_ns, received_ns, line FROM events WHERE sandbox_id = ? ORDER BY seq",
+		-1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
 	int r = 0;
@@ -117,15 +119,17 @@ static int load_events(sqlite3 *db, const char *sid, struct evs *s)
 static const char *jstr(struct json_object *o, const char *k)
 {
 	struct json_object *v;
-	return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
-												 : NULL;
+	return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+		   ? json_object_get_string(v)
+		   : NULL;
 }
 
 static int64_t jint(struct json_object *o, const char *k, int64_t dflt)
 {
 	struct json_object *v;
-	return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_int) ? json_object_get_int64(v)
-											     : dflt;
+	return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_int)
+		   ? json_object_get_int64(v)
+		   : dflt;
 }
 
 /* A member, or "a.b" a member of a member. */
@@ -136,7 +140,9 @@ static struct json_object *jpath(struct json_object *o, const char *path)
 	struct json_object *cur = o;
 	for (char *save = NULL, *k = strtok_r(buf, ".", &save); k && cur; k = strtok_r(NULL, ".", &save)) {
 		struct json_object *nx;
-		cur = json_object_is_type(cur, json_type_object) && json_object_object_get_ex(cur, k, &nx) ? nx : NULL;
+		cur = json_object_is_type(cur, json_type_object) && json_object_object_get_ex(cur, k, &nx)
+			  ? nx
+			  : NULL;
 	}
 	return cur;
 }
@@ -147,9 +153,9 @@ static const char *field_problem(struct json_object *o, const char *f)
 	struct json_object *v = jpath(o, f);
 	if (!v)
 		return json_object_is_type(o, json_type_object) && strchr(f, '.') == NULL &&
-				       json_object_object_get_ex(o, f, &v)
-			       ? "null"
-			       : "absent";
+			       json_object_object_get_ex(o, f, &v)
+			   ? "null"
+			   : "absent";
 	if (json_object_is_type(v, json_type_string) && !json_object_get_string_len(v))
 		return "empty";
 	if (json_object_is_type(v, json_type_array) && !json_object_array_length(v))
@@ -240,40 +246,46 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 		sqlite3_stmt *st = NULL;
 		char bound[512] = "no binding";
 		bool ok = false;
-		if (sqlite3_prepare_v2(db, "SELECT tenant, agent, task, version, credential_ref FROM bindings WHERE sandbox_id = ?",
+		if (sqlite3_prepare_v2(db,
+				       "SELECT tenant, agent, task, version, credential_ref FROM bindings "
+				       "WHERE sandbox_id = ?",
 				       -1, &st, NULL) == SQLITE_OK) {
 			sqlite3_bind_text(st, 1, res->sandbox_id, -1, SQLITE_STATIC);
 			if (sqlite3_step(st) == SQLITE_ROW) {
 				const char *got[5];
 				for (int i = 0; i < 5; i++)
 					got[i] = (const char *)sqlite3_column_text(st, i);
-				const char *want[5] = {res->id.tenant, res->id.agent, res->id.task, res->id.version,
-						       res->id.credential_ref};
+				const char *want[5] = {res->id.tenant, res->id.agent, res->id.task,
+						       res->id.version, res->id.credential_ref};
 				ok = true;
 				for (int i = 0; i < 5; i++)
 					ok = ok && got[i] && !strcmp(got[i], want[i]);
-				snprintf(bound, sizeof(bound), "binding %s/%s/%s/%s/%s", got[0] ? got[0] : "-", got[1] ? got[1] : "-",
-					 got[2] ? got[2] : "-", got[3] ? got[3] : "-", got[4] ? got[4] : "-");
+				snprintf(bound, sizeof(bound), "binding %s/%s/%s/%s/%s",
+					 got[0] ? got[0] : "-", got[1] ? got[1] : "-", got[2] ? got[2] : "-",
+					 got[3] ? got[3] : "-", got[4] ? got[4] : "-");
 			}
 		}
 		sqlite3_finalize(st);
 		size_t bad = 0;
 		uint64_t first_bad = 0;
 		static const char *const keys[5] = {"tenant", "agent", "task", "version", "credential_ref"};
-		const char *want[5] = {res->id.tenant, res->id.agent, res->id.task, res->id.version, res->id.credential_ref};
+		const char *want[5] = {res->id.tenant, res->id.agent, res->id.task, res->id.version,
+				       res->id.credential_ref};
 		for (size_t i = 0; i < s.n; i++) {
 			struct json_object *id = jpath(s.e[i].o, "identity");
-			bool good = id && jstr(s.e[i].o, "sandbox_id") && !strcmp(jstr(s.e[i].o, "sandbox_id"), res->sandbox_id);
+			bool good = id && jstr(s.e[i].o, "sandbox_id") &&
+				    !strcmp(jstr(s.e[i].o, "sandbox_id"), res->sandbox_id);
 			for (int k = 0; good && k < 5; k++)
 				good = jstr(id, keys[k]) && !strcmp(jstr(id, keys[k]), want[k]);
 			if (!good && !bad++)
 				first_bad = s.e[i].seq;
 		}
 		char first_bad_txt[48];
-		snprintf(first_bad_txt, sizeof(first_bad_txt), " (first seq %llu)", (unsigned long long)first_bad);
+		snprintf(first_bad_txt, sizeof(first_bad_txt), " (first seq %llu)",
+			 (unsigned long long)first_bad);
 		char exp[256];
-		snprintf(exp, sizeof(exp), "every event joins %s/%s/%s/%s/%s", res->id.tenant, res->id.agent, res->id.task,
-			 res->id.version, res->id.credential_ref);
+		snprintf(exp, sizeof(exp), "every event joins %s/%s/%s/%s/%s", res->id.tenant, res->id.agent,
+			 res->id.task, res->id.version, res->id.credential_ref);
 		sl_vrow_add(res, false, ok && !bad && s.n ? SL_V_PASS : SL_V_FAIL, "binding", "identity", exp,
 			    "%s; %zu events, %zu not joining%s", bound, s.n, bad, bad ? first_bad_txt : "");
 	}
@@ -286,26 +298,31 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 			 sl_action_name(b->action));
 		bool denial;
 		bool happened = action_happened(v, b->action, &denial);
-		const struct sl_contract_unsupported *u = sl_contract_unsupported_for(c, b->id, v->cfg->rt->runtime);
+		const struct sl_contract_unsupported *u =
+		    sl_contract_unsupported_for(c, b->id, v->cfg->rt->runtime);
 		/* The static answer first, shown when it is not "covered": the runtime's table says it
 		 * cannot emit this behaviour as the contract asks. */
 		struct sl_check_row cr;
 		sl_contract_check_one(c, b, v->cfg->rt, &cr);
 		if (cr.verdict != SL_CHECK_COVERED)
-			sl_vrow_add(res, false, cr.verdict == SL_CHECK_UNCOVERED ? SL_V_GAP : SL_V_NA, "static", b->id,
-				    "the runtime's sensors can emit it with these fields", "%s", cr.detail);
+			sl_vrow_add(res, false, cr.verdict == SL_CHECK_UNCOVERED ? SL_V_GAP : SL_V_NA,
+				    "static", b->id, "the runtime's sensors can emit it with these fields",
+				    "%s", cr.detail);
 		if (b->action == SL_ACT_NONE) {
-			sl_vrow_add(res, false, u || !b->required ? SL_V_NA : SL_V_FAIL, "visible", b->id, exp,
-				    "not exercised by the validator (action: none)%s", u ? "; declared unsupported" : "");
+			sl_vrow_add(res, false, u || !b->required ? SL_V_NA : SL_V_FAIL, "visible", b->id,
+				    exp, "not exercised by the validator (action: none)%s",
+				    u ? "; declared unsupported" : "");
 			continue;
 		}
 		/* A denial's own event exists only if the denial happened (the control says whether). */
-		bool is_denial_event = b->action == SL_ACT_BLOCKED_CONNECT && !strcmp(b->event, "policy.deny");
+		bool is_denial_event =
+		    b->action == SL_ACT_BLOCKED_CONNECT && !strcmp(b->event, "policy.deny");
 		struct ev *e = match(&s, b, v);
 		if (!e) {
 			if (is_denial_event && !denial_happened)
 				sl_vrow_add(res, false, SL_V_NA, "visible", b->id, exp,
-					    "no denial happened, so no %s to see (see the control row)", b->event);
+					    "no denial happened, so no %s to see (see the control row)",
+					    b->event);
 			else if (!happened)
 				sl_vrow_add(res, false, SL_V_FAIL, "visible", b->id, exp,
 					    "the action did not happen (workload output: %s)", v->run_out);
@@ -313,29 +330,32 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 				sl_vrow_add(res, false, SL_V_NA, "visible", b->id, exp,
 					    "absent, declared unsupported: %s", u->reason);
 			else
-				sl_vrow_add(res, false, b->required ? SL_V_GAP : SL_V_NA, "visible", b->id, exp,
-					    "coverage gap: the action happened and no %s arrived", b->event);
+				sl_vrow_add(res, false, b->required ? SL_V_GAP : SL_V_NA, "visible", b->id,
+					    exp, "coverage gap: the action happened and no %s arrived",
+					    b->event);
 			continue;
 		}
 		const char *obs = jstr(e->o, "observer");
 		bool obs_ok = obs && !strcmp(obs, sl_observer_name(b->observer));
-		sl_vrow_add(res, false, obs_ok ? SL_V_PASS : SL_V_FAIL, "visible", b->id, exp, "seq %llu from the %s",
-			    (unsigned long long)e->seq, obs ? obs : "?");
+		sl_vrow_add(res, false, obs_ok ? SL_V_PASS : SL_V_FAIL, "visible", b->id, exp,
+			    "seq %llu from the %s", (unsigned long long)e->seq, obs ? obs : "?");
 		char probs[384] = "";
 		size_t pl = 0;
 		for (size_t k = 0; k < b->n_fields; k++) {
 			const char *why = field_problem(e->o, b->fields[k]);
 			if (why)
-				pl += (size_t)snprintf(probs + pl, pl < sizeof(probs) ? sizeof(probs) - pl : 0, "%s%s %s",
-						       pl ? ", " : "", b->fields[k], why);
+				pl +=
+				    (size_t)snprintf(probs + pl, pl < sizeof(probs) ? sizeof(probs) - pl : 0,
+						     "%s%s %s", pl ? ", " : "", b->fields[k], why);
 		}
 		snprintf(exp, sizeof(exp), "%zu required fields present and well formed", b->n_fields);
 		sl_vrow_add(res, false, probs[0] ? SL_V_FAIL : SL_V_PASS, "fields", b->id, exp, "%s",
 			    probs[0] ? probs : "all present");
 		int64_t delay_ms = (e->received_ns - e->time_ns) / 1000000;
-		snprintf(exp, sizeof(exp), "stored within %llu ms of the action", (unsigned long long)b->max_delay_ms);
-		sl_vrow_add(res, false, delay_ms <= (int64_t)b->max_delay_ms ? SL_V_PASS : SL_V_FAIL, "delay", b->id, exp,
-			    "%lld ms", (long long)delay_ms);
+		snprintf(exp, sizeof(exp), "stored within %llu ms of the action",
+			 (unsigned long long)b->max_delay_ms);
+		sl_vrow_add(res, false, delay_ms <= (int64_t)b->max_delay_ms ? SL_V_PASS : SL_V_FAIL, "delay",
+			    b->id, exp, "%lld ms", (long long)delay_ms);
 	}
 
 	/* d. alert delivery: the two built-in detections fired for this sandbox. */
@@ -344,13 +364,18 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 		for (int k = 0; k < 2; k++) {
 			sqlite3_stmt *st = NULL;
 			char got[300] = "";
-			if (sqlite3_prepare_v2(db, "SELECT id, detail FROM alerts WHERE sandbox_id = ? AND kind = ? ORDER BY id LIMIT 1",
+			if (sqlite3_prepare_v2(db,
+					       "SELECT id, detail FROM alerts WHERE sandbox_id = ? AND kind "
+					       "= ? ORDER BY id LIMIT 1",
 					       -1, &st, NULL) == SQLITE_OK) {
 				sqlite3_bind_text(st, 1, res->sandbox_id, -1, SQLITE_STATIC);
 				sqlite3_bind_text(st, 2, kinds[k], -1, SQLITE_STATIC);
 				if (sqlite3_step(st) == SQLITE_ROW)
-					snprintf(got, sizeof(got), "alert #%lld: %s", (long long)sqlite3_column_int64(st, 0),
-						 sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "");
+					snprintf(got, sizeof(got), "alert #%lld: %s",
+						 (long long)sqlite3_column_int64(st, 0),
+						 sqlite3_column_text(st, 1)
+						     ? (const char *)sqlite3_column_text(st, 1)
+						     : "");
 			}
 			sqlite3_finalize(st);
 			char exp[128];
@@ -358,8 +383,9 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 			if (got[0])
 				sl_vrow_add(res, false, SL_V_PASS, "alert", kinds[k], exp, "%s", got);
 			else if (k == 1 && !denial_happened)
-				sl_vrow_add(res, false, SL_V_NA, "alert", kinds[k], exp,
-					    "no denial happened, so nothing to alert on (see the control row)");
+				sl_vrow_add(
+				    res, false, SL_V_NA, "alert", kinds[k], exp,
+				    "no denial happened, so nothing to alert on (see the control row)");
 			else
 				sl_vrow_add(res, false, SL_V_FAIL, "alert", kinds[k], exp, "no such alert");
 		}
@@ -371,56 +397,72 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 		snprintf(exp, sizeof(exp), "the listener on 127.0.0.1:%u saw nothing", res->port);
 		if (!listener_up)
 			sl_vrow_add(res, true, SL_V_FAIL, "control", "blocked-connect", exp,
-				    "the listener never started (%s): the denial cannot be proven", v->listener_log);
+				    "the listener never started (%s): the denial cannot be proven",
+				    v->listener_log);
 		else if (listener_hit)
 			sl_vrow_add(res, true, SL_V_FAIL, "control", "blocked-connect", exp,
-				    "the connection ARRIVED: the policy did not block it (%s)", v->listener_log);
+				    "the connection ARRIVED: the policy did not block it (%s)",
+				    v->listener_log);
 		else
-			sl_vrow_add(res, true, SL_V_PASS, "control", "blocked-connect", exp, "nothing arrived; workload: %s",
-				    sl_vfile_has(v->run_out, "blocked-connect refused") ? "connect refused" : "?");
+			sl_vrow_add(res, true, SL_V_PASS, "control", "blocked-connect", exp,
+				    "nothing arrived; workload: %s",
+				    sl_vfile_has(v->run_out, "blocked-connect refused") ? "connect refused"
+											: "?");
 	}
 
 	/* f. loss response. */
 	{
 		sqlite3_stmt *st = NULL;
 		char got[300] = "";
-		if (sqlite3_prepare_v2(db, "SELECT id, started_ns, detail FROM alerts WHERE sandbox_id = ? AND kind = 'blind' ORDER BY id LIMIT 1",
+		if (sqlite3_prepare_v2(db,
+				       "SELECT id, started_ns, detail FROM alerts WHERE sandbox_id = ? AND "
+				       "kind = 'blind' ORDER BY id LIMIT 1",
 				       -1, &st, NULL) == SQLITE_OK) {
 			sqlite3_bind_text(st, 1, res->sandbox_id, -1, SQLITE_STATIC);
 			if (sqlite3_step(st) == SQLITE_ROW)
-				snprintf(got, sizeof(got), "alert #%lld: %s", (long long)sqlite3_column_int64(st, 0),
-					 sqlite3_column_text(st, 2) ? (const char *)sqlite3_column_text(st, 2) : "");
+				snprintf(got, sizeof(got), "alert #%lld: %s",
+					 (long long)sqlite3_column_int64(st, 0),
+					 sqlite3_column_text(st, 2) ? (const char *)sqlite3_column_text(st, 2)
+								    : "");
 		}
 		sqlite3_finalize(st);
 		sl_vrow_add(res, false, got[0] ? SL_V_PASS : SL_V_FAIL, "loss", "blind-detected",
-			    "the export cut is detected as a blind interval", "%s", got[0] ? got : "no blind alert");
+			    "the export cut is detected as a blind interval", "%s",
+			    got[0] ? got : "no blind alert");
 		char exp[192];
 		/* 100 ms collector tick + 50 ms polling + scheduling: 500 ms of slack on the bound. */
-		snprintf(exp, sizeof(exp), "gate %s closed within %llu ms (+500 ms slack) of the last evidence",
+		snprintf(exp, sizeof(exp),
+			 "gate %s closed within %llu ms (+500 ms slack) of the last evidence",
 			 v->cfg->risk_class, (unsigned long long)v->max_blind_ms);
 		if (v->response == SL_RESP_STOP) {
 			/* high risk: the response is the stop, through the control path */
-			bool stopped = WIFSIGNALED(v->run_status) || (WIFEXITED(v->run_status) && WEXITSTATUS(v->run_status) == 137);
+			bool stopped = WIFSIGNALED(v->run_status) ||
+				       (WIFEXITED(v->run_status) && WEXITSTATUS(v->run_status) == 137);
 			sl_vrow_add(res, false, stopped ? SL_V_PASS : SL_V_FAIL, "loss", "response-stop",
 				    "the blind high-risk workload is stopped", "run status %d",
-				    WIFEXITED(v->run_status) ? WEXITSTATUS(v->run_status) : 128 + WTERMSIG(v->run_status));
+				    WIFEXITED(v->run_status) ? WEXITSTATUS(v->run_status)
+							     : 128 + WTERMSIG(v->run_status));
 		}
 		if (!v->gate_closed_ns)
 			sl_vrow_add(res, false, SL_V_FAIL, "loss", "dispatch-paused", exp,
 				    "the gate stayed open for %lld ms after the cut (last answer: %s)",
-				    (long long)((v->restore_ns - v->cut_ns) / 1000000), v->gate_answer[0] ? v->gate_answer : "none");
+				    (long long)((v->restore_ns - v->cut_ns) / 1000000),
+				    v->gate_answer[0] ? v->gate_answer : "none");
 		else {
 			int64_t from = v->blind_since_ns ? v->blind_since_ns : v->cut_ns;
 			int64_t took = (v->gate_closed_ns - from) / 1000000;
-			sl_vrow_add(res, false, took <= (int64_t)v->max_blind_ms + 500 ? SL_V_PASS : SL_V_FAIL, "loss",
-				    "dispatch-paused", exp, "closed %lld ms after the last evidence (%lld ms after the cut)",
+			sl_vrow_add(res, false,
+				    took <= (int64_t)v->max_blind_ms + 500 ? SL_V_PASS : SL_V_FAIL, "loss",
+				    "dispatch-paused", exp,
+				    "closed %lld ms after the last evidence (%lld ms after the cut)",
 				    (long long)took, (long long)((v->gate_closed_ns - v->cut_ns) / 1000000));
 		}
 		if (v->response == SL_RESP_PAUSE_DISPATCH) {
 			bool acted = sl_vfile_has(v->run_out, "ACTION during-loss ok");
-			sl_vrow_add(res, false, v->running_at_close && acted ? SL_V_PASS : SL_V_FAIL, "loss", "workload-kept",
-				    "the workload keeps running through the outage", "%s%s",
-				    v->running_at_close ? "running when the gate closed" : "NOT running when the gate closed",
+			sl_vrow_add(res, false, v->running_at_close && acted ? SL_V_PASS : SL_V_FAIL, "loss",
+				    "workload-kept", "the workload keeps running through the outage", "%s%s",
+				    v->running_at_close ? "running when the gate closed"
+							: "NOT running when the gate closed",
 				    acted ? ", acted during the outage" : ", did not act during the outage");
 		}
 	}
@@ -437,29 +479,34 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 		for (char *p = buf, *end = buf ? buf + len : NULL; p && p < end; nlines++) {
 			char *nl = memchr(p, '\n', (size_t)(end - p));
 			size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
-			if (nlines >= s.n || strlen(s.e[nlines].line) != l || memcmp(s.e[nlines].line, p, l) != 0) {
+			if (nlines >= s.n || strlen(s.e[nlines].line) != l ||
+			    memcmp(s.e[nlines].line, p, l) != 0) {
 				if (!differ++)
 					first_differ = nlines + 1;
 			}
 			p += l + 1;
 		}
 		char first_differ_txt[48];
-		snprintf(first_differ_txt, sizeof(first_differ_txt), " (first line %llu)", (unsigned long long)first_differ);
+		snprintf(first_differ_txt, sizeof(first_differ_txt), " (first line %llu)",
+			 (unsigned long long)first_differ);
 		bool contiguous = true;
 		for (size_t i = 0; i < s.n; i++)
 			contiguous = contiguous && s.e[i].seq == i + 1;
-		sl_vrow_add(res, false, contiguous && s.n ? SL_V_PASS : SL_V_FAIL, "recovery", "seq-contiguous",
-			    "stored seq 1..N without a hole", "%zu stored, %s", s.n, contiguous ? "contiguous" : "HOLES");
+		sl_vrow_add(res, false, contiguous && s.n ? SL_V_PASS : SL_V_FAIL, "recovery",
+			    "seq-contiguous", "stored seq 1..N without a hole", "%zu stored, %s", s.n,
+			    contiguous ? "contiguous" : "HOLES");
 		sl_vrow_add(res, false, vrc == 0 ? SL_V_PASS : SL_V_FAIL, "recovery", "chain-verified",
 			    "the record's hash chain verifies", "%s (%llu lines)%s%s",
-			    vrc == 0 ? "verified" : sl_verify_reason_name(vr.reason), (unsigned long long)vr.events,
-			    vrc ? ": " : "", vrc ? vr.detail : "");
-		sl_vrow_add(res, false, nlines == s.n && !differ ? SL_V_PASS : SL_V_FAIL, "recovery", "store-equals-record",
-			    "the store holds the record byte for byte", "%zu record lines, %zu stored, %zu differ%s", nlines,
-			    s.n, differ, differ ? first_differ_txt : "");
+			    vrc == 0 ? "verified" : sl_verify_reason_name(vr.reason),
+			    (unsigned long long)vr.events, vrc ? ": " : "", vrc ? vr.detail : "");
+		sl_vrow_add(res, false, nlines == s.n && !differ ? SL_V_PASS : SL_V_FAIL, "recovery",
+			    "store-equals-record", "the store holds the record byte for byte",
+			    "%zu record lines, %zu stored, %zu differ%s", nlines, s.n, differ,
+			    differ ? first_differ_txt : "");
 		/* The supervisor's own tallies (record.end counts) against what the collector holds. */
 		struct json_object *counts = s.n ? jpath(s.e[s.n - 1].o, "counts") : NULL;
-		static const char *const classes[] = {"process.exec", "file.open", "network.connect", "policy.deny"};
+		static const char *const classes[] = {"process.exec", "file.open", "network.connect",
+						      "policy.deny"};
 		char obs[384] = "";
 		size_t ol = 0;
 		bool eq = counts != NULL;
@@ -474,11 +521,12 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 			}
 			eq = eq && want == got;
 			if (ol < sizeof(obs))
-				ol += (size_t)snprintf(obs + ol, sizeof(obs) - ol, ", %s %lld/%lld", classes[k], (long long)want,
-						       (long long)got);
+				ol += (size_t)snprintf(obs + ol, sizeof(obs) - ol, ", %s %lld/%lld",
+						       classes[k], (long long)want, (long long)got);
 		}
 		sl_vrow_add(res, false, eq ? SL_V_PASS : SL_V_FAIL, "recovery", "counts-equal",
-			    "record.end counts (supervisor) = events stored (collector)", "%s%s", counts ? "" : "no record.end; ", obs);
+			    "record.end counts (supervisor) = events stored (collector)", "%s%s",
+			    counts ? "" : "no record.end; ", obs);
 		free(buf);
 	}
 	evs_free(&s);

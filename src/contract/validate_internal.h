@@ -23,8 +23,9 @@ struct sl_vctx {
 	char gate_answer[256];
 };
 
-void sl_vrow_add(struct sl_validate_result *res, bool control, int verdict, const char *check, const char *subject,
-		 const char *expected, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+void sl_vrow_add(struct sl_validate_result *res, bool control, int verdict, const char *check,
+		 const char *subject, const char *expected, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 int sl_vask(const char *sock, const char *req, char *resp, size_t len);
 bool sl_vfile_has(const char *path, const char *needle);
 /* The one record file in dir: its path and sandbox id. Returns 0 or -ENOENT. */
