@@ -358,6 +358,38 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 			    b->id, exp, "%lld ms", (long long)delay_ms);
 	}
 
+	/* c. delay, for every event of a contract class recorded before the cut (those recorded
+	 * during the outage are late by design; recovery checks them). The bound is the smallest
+	 * max_delay of the behaviours of that class. */
+	{
+		size_t checked = 0, late = 0;
+		int64_t worst = 0;
+		uint64_t worst_seq = 0;
+		for (size_t i = 0; i < s.n; i++) {
+			const char *cls = jstr(s.e[i].o, "class");
+			if (!cls || s.e[i].time_ns >= v->cut_ns)
+				continue;
+			uint64_t bound = 0;
+			for (size_t k = 0; k < c->n_b; k++)
+				if (!strcmp(c->b[k].event, cls) && (!bound || c->b[k].max_delay_ms < bound))
+					bound = c->b[k].max_delay_ms;
+			if (!bound)
+				continue;
+			checked++;
+			int64_t d = (s.e[i].received_ns - s.e[i].time_ns) / 1000000;
+			if (d > (int64_t)bound)
+				late++;
+			if (d > worst) {
+				worst = d;
+				worst_seq = s.e[i].seq;
+			}
+		}
+		sl_vrow_add(res, false, checked && !late ? SL_V_PASS : SL_V_FAIL, "delay", "every-event",
+			    "every event of a contract class before the cut stored within its max_delay",
+			    "%zu checked, %zu late; worst %lld ms (seq %llu)", checked, late,
+			    (long long)worst, (unsigned long long)worst_seq);
+	}
+
 	/* d. alert delivery: the two built-in detections fired for this sandbox. */
 	{
 		static const char *const kinds[2] = {"canary-read", "blocked-connect"};
