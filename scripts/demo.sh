@@ -54,10 +54,12 @@ fi
 echo
 echo "== the acceptance test: sightline validate contracts/native.yaml --runtime native"
 set +e
-build/sightline validate contracts/native.yaml --runtime native --json "$WORK/validate.json" --junit "$WORK/validate.xml"
+# The acceptance goes to the collector's database (SL_DEMO_DB: another file, for the test of this script).
+db=${SL_DEMO_DB:-/var/lib/sightline/collector.db}
+build/sightline validate contracts/native.yaml --runtime native --json "$WORK/validate.json" --junit "$WORK/validate.xml" --db "$db"
 vstatus=$?
 set -e
 echo "== reports: $WORK/validate.json ($(jq '.rows | length' "$WORK/validate.json") rows, passed: $(jq .passed "$WORK/validate.json")), $WORK/validate.xml"
 echo "== acceptance status for this kernel and sensor:"
-build/sightline validate --status || true
+build/sightline validate --status --db "$db" || true
 exit $vstatus

@@ -224,7 +224,8 @@ void sl_canary_tick(struct sl_canary_sched *cs, struct sl_store *st, int64_t now
 		sl_store_alert_open(st, NULL, "canary-late", "critical", cs->started_ns, d);
 		clog_(cs, "%s", d);
 		if (!cs->exited) {
-			kill(cs->pid, SIGTERM);
+			kill(cs->pid, SIGKILL); /* never block the collector's one thread on its drain;
+						   PDEATHSIG takes the sandbox */
 			waitpid(cs->pid, NULL, 0);
 		}
 		cleanup(cs);
@@ -256,7 +257,8 @@ void sl_canary_sched_free(struct sl_canary_sched *cs)
 	if (!cs)
 		return;
 	if (cs->pending && !cs->exited) {
-		kill(cs->pid, SIGTERM);
+		kill(cs->pid, SIGKILL); /* never block the collector's one thread on its drain; PDEATHSIG
+					   takes the sandbox */
 		waitpid(cs->pid, NULL, 0);
 	}
 	cleanup(cs);

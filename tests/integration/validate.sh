@@ -229,3 +229,23 @@ test_scheduled_canaries() {
 	echo "$a" | jq -r .detail | grep -q 'canary read never arrived\|not seen within' || fail "detail: $a"
 	assert_eq "$(echo "$a" | jq -r .severity | head -1)" critical severity
 }
+
+test_demo_main_job() {
+	# The README's first command: the recorded canary workload, then the contract's static check
+	# and the validator's table, accepted.
+	need_root
+	set +e
+	out=$(SL_DEMO_DB=$SL_TMP/demo.db bash "$SL_ROOT/scripts/demo.sh" 2>&1)
+	rc=$?
+	set -e
+	[ $rc = 0 ] || fail "demo exit $rc: $(echo "$out" | tail -n 40)"
+	echo "$out" | grep -q '^covered: every required behaviour' || fail "no static check: $out"
+	echo "$out" | grep -q '^\*control  blocked-connect  *pass' || fail "no control row: $out"
+	echo "$out" | grep -q '^recovery  counts-equal  *pass' || fail "no recovery row: $out"
+	echo "$out" | grep -q 'controls: passed; visibility: passed => ACCEPTED' || fail "not accepted: $out"
+	echo "$out" | grep -q '^pass: contract native-default on native' || fail "no status: $out"
+	"$SL_BIN" validate --status --db "$SL_TMP/demo.db" >/dev/null || fail "acceptance not stored"
+	# Only this run's own directory (other demos may run on this machine).
+	wd=$(echo "$out" | sed -n 's|^== reports: \(/tmp/sightline-demo\.[A-Za-z0-9]*\)/validate.json.*|\1|p')
+	[ -n "$wd" ] && rm -rf "$wd"
+}
