@@ -468,12 +468,21 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 			 v->cfg->risk_class, (unsigned long long)v->max_blind_ms);
 		if (v->response == SL_RESP_STOP) {
 			/* high risk: the response is the stop, through the control path */
-			bool stopped = WIFSIGNALED(v->run_status) ||
-				       (WIFEXITED(v->run_status) && WEXITSTATUS(v->run_status) == 137);
+			const char *why = NULL;
+			for (size_t i = 0; i < s.n && !why; i++) {
+				const char *cls = jstr(s.e[i].o, "class");
+				if (cls && !strcmp(cls, "lifecycle.exit"))
+					why = jstr(s.e[i].o, "reason");
+			}
+			/* Stopped by the control path (the collector) or the supervisor's own watchdog:
+			 * either is the contract's "stop"; an exit of its own is not. */
+			bool stopped = why && (strstr(why, "control path") || strstr(why, "blind past"));
 			sl_vrow_add(res, false, stopped ? SL_V_PASS : SL_V_FAIL, "loss", "response-stop",
-				    "the blind high-risk workload is stopped", "run status %d",
+				    "the blind high-risk workload is stopped",
+				    "run status %d, lifecycle.exit reason \"%s\"",
 				    WIFEXITED(v->run_status) ? WEXITSTATUS(v->run_status)
-							     : 128 + WTERMSIG(v->run_status));
+							     : 128 + WTERMSIG(v->run_status),
+				    why ? why : "(none stored)");
 		}
 		if (!v->gate_closed_ns)
 			sl_vrow_add(res, false, SL_V_FAIL, "loss", "dispatch-paused", exp,

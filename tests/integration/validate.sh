@@ -249,3 +249,16 @@ test_demo_main_job() {
 	wd=$(echo "$out" | sed -n 's|^== reports: \(/tmp/sightline-demo\.[A-Za-z0-9]*\)/validate.json.*|\1|p')
 	[ -n "$wd" ] && rm -rf "$wd"
 }
+
+test_validate_high_risk_stop() {
+	# High risk: the contract's response is the stop; the blind workload is stopped through the
+	# control path, and dispatch pauses too.
+	need_root
+	validate_run high "$CONTRACT" --runtime native --no-store --risk-class high
+	[ "$VRC" = 0 ] || fail "exit $VRC: $VOUT"
+	assert_eq "$(row_verdict loss response-stop)" pass "stopped"
+	jq -r '.rows[] | select(.subject=="response-stop") | .observed' "$VJSON" | grep -q 'killed: control path (stop)\|blind past' ||
+		fail "stop reason: $(jq -c '.rows[] | select(.subject=="response-stop")' "$VJSON")"
+	assert_eq "$(row_verdict loss dispatch-paused)" pass "gate high closed"
+	[ -z "$(row_verdict loss workload-kept)" ] || fail "a stopped workload is not expected to keep running"
+}
