@@ -17,10 +17,12 @@ static const char *str_member(struct json_object *o, const char *k)
 
 int sl_detect_line(const char *line, size_t len, struct sl_detection *d)
 {
-	/* Cheap pre-filter on the raw text: almost every line is neither. */
+	/* Cheap pre-filter on the raw text: almost every line is neither. "class" is the fourth member
+	 * (after seq, sandbox_id and time: docs/events.md), so it lies within the first 160 bytes. */
+	size_t head = len < 160 ? len : 160;
 	bool open =
-	    memmem(line, len, "\"class\":\"file.open\"", 19) && memmem(line, len, "\"canary\":true", 13);
-	bool deny = memmem(line, len, "\"class\":\"policy.deny\"", 21) &&
+	    memmem(line, head, "\"class\":\"file.open\"", 19) && memmem(line, len, "\"canary\":true", 13);
+	bool deny = !open && memmem(line, head, "\"class\":\"policy.deny\"", 21) &&
 		    memmem(line, len, "\"syscall\":\"connect\"", 19);
 	if (!open && !deny)
 		return 0;
