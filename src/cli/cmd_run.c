@@ -184,9 +184,16 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			o->drain_seconds = (unsigned)v;
 			break;
 		}
-		case OPT_VLISTEN:
+		case OPT_VLISTEN: {
+			char *end;
+			unsigned long port = strtoul(optarg, &end, 10);
+			if (end == optarg || *end != ':' || port == 0 || port > 65535 || end[1] != '/') {
+				fprintf(stderr, "sightline run: --validator-listen takes PORT:/ABSOLUTE/LOGFILE\n");
+				return -1;
+			}
 			o->validator_listen = optarg;
 			break;
+		}
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -444,11 +451,7 @@ static void begin_body(struct sl_json *j, const struct run_opts *o, const struct
 static int start_validator_listener(const char *spec, struct sl_sandbox *sb, struct sl_canary_listener **out)
 {
 	char *end;
-	unsigned long port = strtoul(spec, &end, 10);
-	if (end == spec || *end != ':' || port == 0 || port > 65535 || end[1] != '/') {
-		fprintf(stderr, "sightline run: --validator-listen takes PORT:/ABSOLUTE/LOGFILE\n");
-		return -EINVAL;
-	}
+	unsigned long port = strtoul(spec, &end, 10); /* checked by parse() */
 	int r = sl_canary_listener_start(sb->pid, (uint16_t)port, end + 1, out);
 	if (r < 0)
 		fprintf(stderr, "sightline run: validator listener on 127.0.0.1:%lu: %s\n", port, strerror(-r));

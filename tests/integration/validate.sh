@@ -262,3 +262,37 @@ test_validate_high_risk_stop() {
 	assert_eq "$(row_verdict loss dispatch-paused)" pass "gate high closed"
 	[ -z "$(row_verdict loss workload-kept)" ] || fail "a stopped workload is not expected to keep running"
 }
+
+test_validator_listen_option() {
+	# The validator's listener, on its own: inside the sandbox's network namespace, logging what
+	# arrives, outside the sandbox.
+	need_root
+	port=$((30000 + RANDOM % 20000))
+	SL_RUN_FLAGS="--validator-listen $port:$SL_TMP/lis.log" sl_sandbox root "network: {allow_tcp_connect: [$port]}" -- \
+		/bin/bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && printf hello >&3 && echo sent"
+	[ "$RC" = 0 ] || fail "run exit $RC: $OUT $ERR"
+	grep -qx "listening 127.0.0.1:$port" "$SL_TMP/lis.log" || fail "not listening: $(cat "$SL_TMP/lis.log")"
+	grep -q '^connection from 127.0.0.1:' "$SL_TMP/lis.log" || fail "connection not logged: $(cat "$SL_TMP/lis.log")"
+	grep -qx 'received 5 bytes' "$SL_TMP/lis.log" || fail "bytes not logged: $(cat "$SL_TMP/lis.log")"
+	# Nothing of it is in the sandbox: the host's namespace has no such listener.
+	! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || fail "the listener is reachable from the host namespace"
+	# A bad spec is a usage error, before anything runs.
+	set +e
+	"$SL_BIN" run --tenant a --agent b --task c --version 1 --credential-ref r --validator-listen "$port:rel" -- /bin/true 2>"$SL_TMP/e"
+	rc=$?
+	set -e
+	[ $rc = 2 ] || fail "bad spec: exit $rc"
+	grep -q 'takes PORT:/ABSOLUTE/LOGFILE' "$SL_TMP/e" || fail "message: $(cat "$SL_TMP/e")"
+	# Unprivileged, setns is refused (EPERM) and nothing runs.
+	mkdir -p "$SL_TMP/u/rec"
+	chown -R "$SL_USER:" "$SL_TMP/u"
+	set +e
+	runuser -u "$SL_USER" -- "$SL_BIN" run --tenant a --agent b --task c --version 1 --credential-ref r \
+		--record-dir "$SL_TMP/u/rec" --accept-gap cgroup --accept-gap cgroup-memory --accept-gap cgroup-pids --quiet \
+		--validator-listen "$port:$SL_TMP/u/l.log" -- /bin/sh -c 'echo ran' >"$SL_TMP/o" 2>"$SL_TMP/e"
+	rc=$?
+	set -e
+	[ $rc = 125 ] || fail "unprivileged: exit $rc"
+	grep -q 'validator listener on 127.0.0.1:.*: Operation not permitted' "$SL_TMP/e" || fail "message: $(cat "$SL_TMP/e")"
+	[ ! -s "$SL_TMP/o" ] || fail "the command ran"
+}
