@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "collector/store.h"
@@ -87,6 +88,14 @@ static int status(const char *db, const char *runtime, const char *contract, boo
 	}
 	char cur_rv[256] = "unknown";
 	rt->runtime_version(cur_rv, sizeof(cur_rv));
+	if (access(db, F_OK) < 0) {
+		/* Asking must not create a database. */
+		if (json)
+			printf("{\"status\":\"none\"}\n");
+		else
+			printf("none: no database at %s\n", db);
+		return 1;
+	}
 	struct sl_store *st;
 	if (sl_store_open(db, &st) < 0) {
 		fprintf(stderr, "sightline validate --status: %s: %s\n", db, sl_store_errmsg(NULL));
