@@ -206,6 +206,14 @@ static void hex(char *out, size_t n)
 	snprintf(out, n + 1, "%.*s", (int)n, id);
 }
 
+/* Has the workload ended? Reaps it once; true from then on. */
+static bool reaped(struct sl_vctx *v, pid_t pid)
+{
+	if (!v->run_exited && waitpid(pid, &v->run_status, WNOHANG) == pid)
+		v->run_exited = true;
+	return v->run_exited;
+}
+
 /* The workload: each action prints what it did (the application's own word, used only to tell a
  * coverage gap from an action that did not happen), then it waits on the FIFO twice: while the
  * export is cut it acts again (those events must survive the outage), then it ends. */
@@ -421,18 +429,20 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	bool phase1 = false;
 	for (int i = 0; i < 400 && !phase1; i++) {
 		phase1 = sl_vfile_has(v.run_out, "ACTION blocked-connect");
-		if (!phase1 && waitpid(rpid, &v.run_status, WNOHANG) == rpid) {
-			v.run_exited = true;
+		if (!phase1 && reaped(&v, rpid))
 			break;
-		}
 		if (!phase1)
 			sleep_ms(25);
 	}
+	if (v.run_exited) {
+		rpid = -1; /* reaped */
+		child_run = -1;
+	}
 	v.record[0] = '\0';
-	{
-		char cmd[256];
-		snprintf(cmd, sizeof(cmd), "%s", rec);
-		sl_vfind_record(cmd, v.record, sizeof(v.record), res->sandbox_id);
+	if (sl_vfind_record(rec, v.record, sizeof(v.record), res->sandbox_id) < 0 && phase1) {
+		rc = -ENOENT;
+		snprintf(err, errlen, "no record in %s", rec);
+		goto out;
 	}
 	if (!phase1) {
 		rc = -EIO;
@@ -471,12 +481,10 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 		snprintf(v.gate_answer, sizeof(v.gate_answer), "%s", resp);
 		sleep_ms(50);
 	}
-	v.running_at_close = waitpid(rpid, &v.run_status, WNOHANG) == 0;
-	if (!v.running_at_close)
-		v.run_exited = true;
+	v.running_at_close = !reaped(&v, rpid);
 	/* While blind the high-risk response is the stop: give it the time to happen. */
 	if (v.response == SL_RESP_STOP && !v.run_exited) {
-		for (int i = 0; i < 60 && waitpid(rpid, &v.run_status, WNOHANG) == 0; i++)
+		for (int i = 0; i < 60 && !reaped(&v, rpid); i++)
 			sleep_ms(50);
 	}
 	progress(cfg, "gate: %s", v.gate_answer[0] ? v.gate_answer : "(no answer)");
@@ -490,12 +498,8 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	progress(cfg, "export restored; %zu of %zu lines stored", sl_vstored(&v), want);
 	if (!v.run_exited)
 		fifo_say(fifo, "end\n", 5000);
-	for (int i = 0; i < 1200 && !v.run_exited; i++) {
-		if (waitpid(rpid, &v.run_status, WNOHANG) == rpid)
-			v.run_exited = true;
-		else
-			sleep_ms(25);
-	}
+	for (int i = 0; i < 1200 && !reaped(&v, rpid); i++)
+		sleep_ms(25);
 	if (!v.run_exited) {
 		kill(rpid, SIGTERM);
 		waitpid(rpid, &v.run_status, 0);
@@ -531,7 +535,7 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	res->passed = rc == 0 && res->controls_passed && res->visibility_passed && res->n_rows > 0;
 out:
 	child_run = child_collector = -1;
-	if (rpid > 0) {
+	if (rpid > 0 && !v.run_exited) {
 		kill(rpid, SIGTERM);
 		waitpid(rpid, NULL, 0);
 	}

@@ -203,9 +203,8 @@ static struct ev *match(struct evs *s, const struct sl_contract_behaviour *b, co
 	return NULL;
 }
 
-static bool action_happened(const struct sl_vctx *v, int act, bool *denial)
+static bool action_happened(const struct sl_vctx *v, int act)
 {
-	*denial = false;
 	switch (act) {
 	case SL_ACT_EXEC:
 		return sl_vfile_has(v->run_out, "ACTION exec ok");
@@ -296,8 +295,7 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 		char exp[256];
 		snprintf(exp, sizeof(exp), "%s from the %s after %s", b->event, sl_observer_name(b->observer),
 			 sl_action_name(b->action));
-		bool denial;
-		bool happened = action_happened(v, b->action, &denial);
+		bool happened = action_happened(v, b->action);
 		const struct sl_contract_unsupported *u =
 		    sl_contract_unsupported_for(c, b->id, v->cfg->rt->runtime);
 		/* The static answer first, shown when it is not "covered": the runtime's table says it
