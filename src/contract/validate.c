@@ -484,7 +484,9 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	v.running_at_close = !reaped(&v, rpid);
 	/* While blind the high-risk response is the stop: give it the time to happen. */
 	if (v.response == SL_RESP_STOP && !v.run_exited) {
-		for (int i = 0; i < 60 && !reaped(&v, rpid); i++)
+		for (int i = 0;
+		     i < 60 && !reaped(&v, rpid) && !sl_vfile_has(v.record, "\"class\":\"lifecycle.exit\"");
+		     i++)
 			sleep_ms(50);
 	}
 	progress(cfg, "gate: %s", v.gate_answer[0] ? v.gate_answer : "(no answer)");
