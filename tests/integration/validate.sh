@@ -55,6 +55,10 @@ test_contract_check_two_runtimes() {
 	json=$("$SL_BIN" contract check "$SL_TMP/c.yaml" --runtime native --runtime gvisor --json || true)
 	assert_eq "$(echo "$json" | jq -r '.behaviours[] | select(.id=="connect-denied") | .runtimes.gvisor.verdict')" unsupported "declared"
 	assert_eq "$(echo "$json" | jq -r '.behaviours[] | select(.id=="connect-denied") | .runtimes.native.verdict')" covered "native unaffected"
+	# The gVisor example of docs/contract.md: covered on gvisor, with its one declared gap.
+	sed -n '/^contract: gvisor-default/,/^```$/p' "$SL_ROOT/docs/contract.md" | sed '$d' >"$SL_TMP/g.yaml"
+	"$SL_BIN" contract check "$SL_TMP/g.yaml" --runtime gvisor >"$SL_TMP/g.out" || fail "gvisor example: $(cat "$SL_TMP/g.out")"
+	grep -q '^connect-denied .* unsupported' "$SL_TMP/g.out" || fail "gvisor example: $(cat "$SL_TMP/g.out")"
 }
 
 test_contract_broken() {
