@@ -46,7 +46,7 @@ $(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libsightline.a
 asan:
 	$(MAKE) BUILD=build-asan CC=clang CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" LDFLAGS="-fsanitize=address,undefined"
 
-FUZZ_LIB_SRC := $(filter src/common/% src/policy/% src/record/% src/sensor/paths.c src/sensor/redact.c src/sensor/binfmt.c src/sensor/gvisor_wire.c src/sensor/gvisor_map.c,$(LIB_SRC))
+FUZZ_LIB_SRC := $(filter src/common/% src/policy/% src/record/% src/sensor/paths.c src/sensor/redact.c src/sensor/binfmt.c src/sensor/gvisor_wire.c src/sensor/gvisor_map.c src/contract/parse.c src/collector/detect.c,$(LIB_SRC))
 fuzz: $(FUZZERS)
 build-fuzz/%: fuzz/%.c $(FUZZ_LIB_SRC) $(shell find src -name '*.h')
 	@mkdir -p build-fuzz

@@ -4,6 +4,8 @@
 #   - a harmless program (uname),
 #   - a read of a synthetic canary file (random path-stable name, random content),
 #   - a TCP connection the policy blocks (port 9; the policy allows only 8080).
+# Then the acceptance test of the embedded default's visibility contract (contracts/native.yaml):
+# the static check, and `sightline validate` with its table (docs/contract.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -42,3 +44,22 @@ jq -r '
 	else "\(.seq)\t\(.class)\t\(del(.seq,.class,.identity,.sandbox_id,.time,.observer,.prev_hash,.hash,.ocsf)|tostring)" end' "$rec"
 echo "== canary token was: ${token:0:14}... (its content is not in the record: $(grep -c "$token" "$rec") matches)"
 echo "== verify: $(build/sightline verify "$rec")"
+echo
+echo "== the visibility contract (contracts/native.yaml), statically: can the native runtime emit it?"
+build/sightline contract check contracts/native.yaml --runtime native
+if [ "$(id -u)" != 0 ]; then
+	echo "== sightline validate needs root (its listener joins the sandbox's network namespace): skipped"
+	exit 0
+fi
+echo
+echo "== the acceptance test: sightline validate contracts/native.yaml --runtime native"
+set +e
+# The acceptance goes to the collector's database (SL_DEMO_DB: another file, for the test of this script).
+db=${SL_DEMO_DB:-/var/lib/sightline/collector.db}
+build/sightline validate contracts/native.yaml --runtime native --json "$WORK/validate.json" --junit "$WORK/validate.xml" --db "$db"
+vstatus=$?
+set -e
+echo "== reports: $WORK/validate.json ($(jq '.rows | length' "$WORK/validate.json") rows, passed: $(jq .passed "$WORK/validate.json")), $WORK/validate.xml"
+echo "== acceptance status for this kernel and sensor:"
+build/sightline validate --status --db "$db" || true
+exit $vstatus

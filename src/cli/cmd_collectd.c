@@ -52,6 +52,9 @@ int sl_cmd_collectd(int argc, char **argv)
 					     {"max-delay", required_argument, 0, 'y'}, {"help", no_argument, 0, 'h'},
 					     {"admin", required_argument, 0, 'a'},
 					     {"metrics", required_argument, 0, 'm'},
+					     {"gate-disabled", no_argument, 0, 'G'},
+					     {"canary-every", required_argument, 0, 'E'},
+					     {"canary-policy", required_argument, 0, 'P'},
 					     {0, 0, 0, 0}};
 	struct sl_collectd_cfg cfg = {.db_path = DEFAULT_DB,
 				      .max_blind_ms_high = 2000,
@@ -79,6 +82,39 @@ int sl_cmd_collectd(int argc, char **argv)
 			break;
 		case 'm':
 			cfg.metrics = optarg;
+			break;
+		case 'G':
+			cfg.gate_disabled = true;
+			break;
+		case 'E': {
+			/* minutes by default (--canary-every 15), or with a unit: 30s, 500ms, 2m */
+			size_t l = strlen(optarg);
+			char tmp[64];
+			snprintf(tmp, sizeof(tmp), "%s", optarg);
+			double mul = 60000;
+			if (l && tmp[l - 1] == 'm' && (l < 2 || tmp[l - 2] != 'm')) {
+				tmp[l - 1] = '\0';
+			} else if (l && (tmp[l - 1] == 's' || !strcmp(tmp + (l > 2 ? l - 2 : 0), "ms"))) {
+				mul = 0;
+			}
+			unsigned ms = 0;
+			char *end;
+			double v = strtod(tmp, &end);
+			if (mul && (end == tmp || *end || v <= 0 || v > 1440))
+				ms = 0;
+			else if (mul)
+				ms = (unsigned)(v * mul);
+			else if (parse_ms(tmp, &ms) < 0)
+				ms = 0;
+			if (ms < 1000) {
+				fprintf(stderr, "sightline collectd: --canary-every takes minutes (15) or a duration of at least 1s (30s, 2m)\n");
+				return 2;
+			}
+			cfg.canary_every_ms = ms;
+			break;
+		}
+		case 'P':
+			cfg.canary_policy = optarg;
 			break;
 		case 's':
 			secret = optarg;
@@ -117,7 +153,8 @@ int sl_cmd_collectd(int argc, char **argv)
 		case 'h':
 			printf("usage: sightline collectd [--listen unix:PATH|tcp:127.0.0.1:PORT]... [--db FILE]\n"
 			       "                          [--secret FILE] [--max-blind high=2s,medium=10s,low=60s]\n"
-			       "                          [--max-delay 1s] [--admin unix:PATH] [--metrics tcp:127.0.0.1:PORT]\n");
+			       "                          [--max-delay 1s] [--admin unix:PATH] [--metrics tcp:127.0.0.1:PORT]\n"
+			       "                          [--canary-every MINUTES|30s] [--canary-policy FILE] [--gate-disabled]\n");
 			return 0;
 		default:
 			return 2;
@@ -138,6 +175,7 @@ int sl_cmd_collectd(int argc, char **argv)
 			sl_mkdir_p(adir, 0755);
 		}
 	}
+	cfg.secret_path = secret;
 	int r = sl_collectd_secret(secret, cfg.master);
 	if (r < 0) {
 		fprintf(stderr, "sightline collectd: secret %s: %s\n", secret, strerror(-r));

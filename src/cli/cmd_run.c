@@ -22,6 +22,7 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "common/version.h"
+#include "contract/listener.h"
 #include "export/exporter.h"
 #include "export/frame.h"
 #include "policy/policy.h"
@@ -48,6 +49,7 @@ struct run_opts {
 	/* Longest time without an ACK from the collector before the export is blind: recorded
 	 * (export.blind), and for high risk the workload is stopped. 0: the risk class's default. */
 	unsigned max_blind_ms;
+	const char *validator_listen; /* "PORT:LOGFILE": the validator's listener (docs/contract.md) */
 	char **argv;
 	bool gvisor; /* --runtime gvisor: runsc, the Sentry's stream as the sensor (run_gvisor.c) */
 };
@@ -60,6 +62,7 @@ static void usage(FILE *f)
 		   "                     [--collector unix:PATH|tcp:127.0.0.1:PORT] [--collector-secret FILE]\n"
 		   "                     [--risk-class high|medium|low] [--max-blind-ms N] [--drain-seconds N]\n"
 		   "                     [--runtime native|gvisor]\n"
+		   "                     [--validator-listen PORT:LOGFILE]\n"
 		   "                     -- CMD [ARGS...]\n"
 		   "gaps: landlock landlock-net landlock-scope cgroup cgroup-memory cgroup-pids notify-sync\n");
 }
@@ -78,7 +81,7 @@ static bool valid_ident(const char *s)
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
-	enum { OPT_TENANT = 256, OPT_AGENT, OPT_TASK, OPT_VERSION, OPT_CRED, OPT_POLICY, OPT_RECDIR, OPT_GAP, OPT_SYNC, OPT_QUIET, OPT_SPREAD, OPT_COLLECTOR, OPT_SECRET, OPT_RISK, OPT_DRAIN, OPT_MAXBLIND, OPT_RUNTIME };
+	enum { OPT_TENANT = 256, OPT_AGENT, OPT_TASK, OPT_VERSION, OPT_CRED, OPT_POLICY, OPT_RECDIR, OPT_GAP, OPT_SYNC, OPT_QUIET, OPT_SPREAD, OPT_COLLECTOR, OPT_SECRET, OPT_RISK, OPT_DRAIN, OPT_MAXBLIND, OPT_RUNTIME, OPT_VLISTEN };
 	static const struct option opts[] = {{"tenant", required_argument, 0, OPT_TENANT},
 					     {"agent", required_argument, 0, OPT_AGENT},
 					     {"task", required_argument, 0, OPT_TASK},
@@ -96,6 +99,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
 					     {"drain-seconds", required_argument, 0, OPT_DRAIN},
 					     {"max-blind-ms", required_argument, 0, OPT_MAXBLIND},
 					     {"runtime", required_argument, 0, OPT_RUNTIME},
+					     {"validator-listen", required_argument, 0, OPT_VLISTEN},
 					     {"help", no_argument, 0, 'h'},
 					     {0, 0, 0, 0}};
 	memset(o, 0, sizeof(*o));
@@ -192,6 +196,16 @@ static int parse(int argc, char **argv, struct run_opts *o)
 			}
 			o->gvisor = !strcmp(optarg, "gvisor");
 			break;
+		case OPT_VLISTEN: {
+			char *end;
+			unsigned long port = strtoul(optarg, &end, 10);
+			if (end == optarg || *end != ':' || port == 0 || port > 65535 || end[1] != '/') {
+				fprintf(stderr, "sightline run: --validator-listen takes PORT:/ABSOLUTE/LOGFILE\n");
+				return -1;
+			}
+			o->validator_listen = optarg;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -522,6 +536,19 @@ static void begin_body(struct sl_json *j, const struct run_opts *o, const struct
 }
 
 
+/* --validator-listen PORT:LOGFILE (for sightline validate, docs/contract.md): a listener of the
+ * supervisor's own inside the sandbox's network namespace, logging anything that reaches it, so the
+ * validator can prove that a connection the policy must block really did not arrive. */
+static int start_validator_listener(const char *spec, struct sl_sandbox *sb, struct sl_canary_listener **out)
+{
+	char *end;
+	unsigned long port = strtoul(spec, &end, 10); /* checked by parse() */
+	int r = sl_canary_listener_start(sb->pid, (uint16_t)port, end + 1, out);
+	if (r < 0)
+		fprintf(stderr, "sightline run: validator listener on 127.0.0.1:%lu: %s\n", port, strerror(-r));
+	return r;
+}
+
 int sl_cmd_run(int argc, char **argv)
 {
 	struct run_opts o;
@@ -530,6 +557,7 @@ int sl_cmd_run(int argc, char **argv)
 	struct sl_supervisor sup;
 	struct sl_record *rec = NULL;
 	struct sl_exporter *exporter = NULL;
+	struct sl_canary_listener *vlistener = NULL;
 	char err[1024], ws[PATH_MAX], recdir_buf[PATH_MAX], recdir[PATH_MAX];
 	int status = 125; /* our own failure, as env(1) and friends use it */
 	bool sb_started = false;
@@ -787,6 +815,14 @@ int sl_cmd_run(int argc, char **argv)
 	if (!o.quiet)
 		fprintf(stderr, "sightline: sandbox %s, record %s\n", sandbox_id, sl_record_path(rec));
 	sl_timing("record + sensor ready");
+	if (o.validator_listen && start_validator_listener(o.validator_listen, &sb, &vlistener) < 0) {
+		sl_json_free(&j);
+		if (ctl_fd >= 0) {
+			close(ctl_fd);
+			unlink(ctl_path);
+		}
+		goto out;
+	}
 	if (sl_sandbox_go(&sb) < 0) {
 		fprintf(stderr, "sightline run: the sandbox died before exec\n");
 	}
@@ -892,6 +928,8 @@ int sl_cmd_run(int argc, char **argv)
 		unlink(ctl_path);
 	}
 	sl_timing("workload exited");
+	sl_canary_listener_stop(vlistener);
+	vlistener = NULL;
 	int wstatus = 0;
 	struct rusage ru;
 	memset(&ru, 0, sizeof(ru));
@@ -982,6 +1020,7 @@ int sl_cmd_run(int argc, char **argv)
 		status = 125;
 	}
 out:
+	sl_canary_listener_stop(vlistener);
 	if (exporter)
 		sl_exporter_finish(exporter, 0, NULL);
 	if (rec)

@@ -12,7 +12,9 @@ static void usage(FILE *f)
 		   "  collectd the collector daemon\n"
 		   "  export   deliver a record to the collector (again)\n"
 		   "  dispatch run a queue of tasks, pausing while the collector is blind\n"
-		   "  status | events | alerts   read the collector's store\n");
+		   "  status | events | alerts   read the collector's store\n"
+		   "  contract check   which behaviours of a visibility contract a runtime can emit\n"
+		   "  validate the canary acceptance test of a contract (and --status)\n");
 }
 
 int main(int argc, char **argv)
@@ -30,6 +32,10 @@ int main(int argc, char **argv)
 		return sl_cmd_dispatch(argc - 1, argv + 1);
 	if (!strcmp(cmd, "export"))
 		return sl_cmd_export(argc - 1, argv + 1);
+	if (!strcmp(cmd, "contract"))
+		return sl_cmd_contract(argc - 1, argv + 1);
+	if (!strcmp(cmd, "validate"))
+		return sl_cmd_validate(argc - 1, argv + 1);
 	if (!strcmp(cmd, "collectd"))
 		return sl_cmd_collectd(argc - 1, argv + 1);
 	if (!strcmp(cmd, "status") || !strcmp(cmd, "events") || !strcmp(cmd, "alerts"))

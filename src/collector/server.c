@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <json-c/json.h>
 
+#include "collector/detect.h"
 #include "collector/store.h"
 #include "common/util.h"
 #include "export/exporter.h"
@@ -82,6 +83,7 @@ struct server {
 	/* ingest latency (action time -> durable here), log2 buckets of microseconds */
 	uint64_t lat_bucket[32], lat_count;
 	double lat_sum_s;
+	struct sl_canary_sched *canary; /* scheduled canaries, or NULL */
 };
 
 static void logf_(struct server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -508,6 +510,19 @@ static void runtime_from_begin(struct server *s, const char *sid, const char *li
 		json_tokener_free(tok);
 }
 
+/* The built-in detections on a line just stored: a canary read, a blocked connection. A scheduled
+ * canary's read is the scheduler's (no alert); anything else opens an alert for the sandbox. */
+static void detect(struct server *s, struct sandbox *sb, const struct sl_store_event *ev, int64_t now_ns)
+{
+	struct sl_detection d;
+	if (!sl_detect_line(ev->line, ev->line_len, &d))
+		return;
+	if (!strcmp(d.kind, "canary-read") && sl_canary_seen(s->canary, d.path, now_ns))
+		return;
+	sl_store_alert_open(s->st, sb->id, d.kind, "critical", ev->time_ns, d.detail);
+	logf_(s, "sandbox %s: %s: %s", sb->id, d.kind, d.detail);
+}
+
 static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 {
 	struct sl_frame_events_iter it;
@@ -579,6 +594,7 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 			s->lat_bucket[b]++;
 			s->lat_count++;
 			s->lat_sum_s += (double)(now_ns - s->batch[i].time_ns) / 1e9;
+			detect(s, c->sb, &s->batch[i], now_ns);
 		}
 	}
 	for (size_t i = dups; i < n && s->batch[i].seq <= last; i++)
@@ -812,6 +828,7 @@ static int control_stop(struct server *s, struct sandbox *b, const char *why)
 static void tick(struct server *s)
 {
 	int64_t now = sl_now_realtime_ns();
+	sl_canary_tick(s->canary, s->st, now);
 	for (size_t i = 0; i < s->n_sbx; i++) {
 		struct sandbox *b = &s->sbx[i];
 		if (b->ended)
@@ -923,7 +940,7 @@ static void on_admin(struct server *s, int lfd)
 			} else {
 				snprintf(resp, sizeof(resp), "open\n");
 				int want = risk_rank(gcls);
-				for (size_t i = 0; i < s->n_sbx; i++) {
+				for (size_t i = 0; !s->cfg->gate_disabled && i < s->n_sbx; i++) {
 					struct sandbox *b = &s->sbx[i];
 					if (!b->ended && !strcmp(b->state, "blind") && risk_rank(b->risk) >= want) {
 						snprintf(resp, sizeof(resp), "closed sandbox %s (risk %s) blind since %lld\n",
@@ -1159,6 +1176,21 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 	epoll_ctl(s->ep, EPOLL_CTL_ADD, sfd, &ev);
 	ev.data.u64 = 3;
 	epoll_ctl(s->ep, EPOLL_CTL_ADD, tfd, &ev);
+	if (cfg->gate_disabled)
+		logf_(s, "dispatch gate DISABLED: it answers open whatever is blind (negative testing only)");
+	if (cfg->canary_every_ms) {
+		struct sl_canary_cfg cc = {.every_ms = cfg->canary_every_ms,
+					   .collector = cfg->listen[0],
+					   .secret_path = cfg->secret_path,
+					   .policy = cfg->canary_policy,
+					   .log = cfg->log};
+		r = sl_canary_sched_new(&cc, &s->canary);
+		if (r < 0) {
+			logf_(s, "cannot schedule canaries: %s", strerror(-r));
+			goto out;
+		}
+		logf_(s, "scheduled canaries every %u ms", cfg->canary_every_ms);
+	}
 	logf_(s, "collector ready (store %s)", cfg->db_path);
 	for (bool stop = false; !stop;) {
 		struct epoll_event evs[64];
@@ -1185,6 +1217,7 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 	logf_(s, "collector stopping");
 	r = 0;
 out:
+	sl_canary_sched_free(s->canary);
 	sl_line_checker_free(s->chk);
 	sl_store_close(s->st);
 	free(s->batch);

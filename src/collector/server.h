@@ -3,6 +3,7 @@
  * durably before acknowledging it, and watches each sandbox's liveness. */
 #ifndef SL_COLLECTOR_SERVER_H
 #define SL_COLLECTOR_SERVER_H
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "export/frame.h"
@@ -23,6 +24,15 @@ struct sl_collectd_cfg {
 	unsigned max_blind_ms_high, max_blind_ms_medium, max_blind_ms_low;
 	/* Delivery later than this (events behind, per the heartbeat's backlog) is "lagging". */
 	unsigned max_delay_ms;
+	/* Negative testing only (the validator's "disabled gate" control): the gate always answers
+	 * open. */
+	bool gate_disabled;
+	/* Scheduled canaries (src/collector/canary.c): every canary_every_ms (0: off) run a canary
+	 * workload through this collector; secret_path is the master secret's file (the canary's
+	 * supervisor derives its key), canary_policy extra policy YAML for it (or NULL). */
+	unsigned canary_every_ms;
+	const char *secret_path;
+	const char *canary_policy;
 	/* Called with one line of operator log (the daemon's edge prints it). */
 	void (*log)(const char *line);
 };
