@@ -30,6 +30,20 @@
 #define MAX_CONNS     1024
 #define MAX_SANDBOXES 4096
 #define MAX_BATCH     SL_FRAME_EVENTS_MAX
+/* An ingest connection must complete its HELLO within this long, and at most this many may be
+ * waiting to (so that connections that never authenticate cannot hold the slots or memory). */
+#define HANDSHAKE_MS	  3000
+#define MAX_UNAUTH	  64
+/* Operator and metrics connections: a request of at most CLIENT_REQ_MAX bytes within CLIENT_MS, at
+ * most MAX_CLIENTS at once; all I/O non-blocking in the loop, so none of them can stall ingest. */
+#define CLIENT_MS	  2000
+#define CLIENT_REQ_MAX	  1024
+#define MAX_CLIENTS	  64
+/* An idle authenticated connection gets its stored head re-acknowledged this often (see tick). */
+#define KEEPALIVE_ACK_MS 250
+/* Latency histogram: 4 sub-buckets per power of two of microseconds (each bucket's upper bound at
+ * most 25 % above its lower one), up to 2^31 us. */
+#define LAT_BUCKETS 128
 
 struct sandbox {
 	char id[33];
@@ -44,13 +58,25 @@ struct sandbox {
 	bool ended, connected;
 };
 
+enum conn_kind { CONN_INGEST = 1, CONN_ADMIN, CONN_METRICS };
+
 struct conn {
+	enum conn_kind kind;
 	int fd;
+	int64_t opened_ns; /* CLOCK_MONOTONIC */
+	size_t slot;	   /* index in server.conns */
+	/* CONN_INGEST */
 	struct sl_frame_ctx ctx;
 	uint8_t *rbuf;
 	size_t rlen;
 	bool hello;
 	struct sandbox *sb;
+	int64_t last_ack_ns; /* CLOCK_MONOTONIC */
+	/* CONN_ADMIN, CONN_METRICS: the request, then the response being written */
+	char req[CLIENT_REQ_MAX + 1];
+	size_t req_len;
+	char *resp;
+	size_t resp_len, resp_off;
 };
 
 struct server {
@@ -62,12 +88,14 @@ struct server {
 	size_t n_sbx;
 	struct sl_store_event *batch;
 	uint8_t *wbuf;
-	int n_conns;
+	int n_conns, n_unauth, n_clients;
+	struct conn *conns[MAX_CONNS + MAX_CLIENTS]; /* every open connection, for the tick */
+	size_t n_slots;
 	/* counters for /metrics */
 	uint64_t events_received, frames_received, duplicates;
 	double blind_seconds;
-	/* ingest latency (action time -> durable here), log2 buckets of microseconds */
-	uint64_t lat_bucket[32], lat_count;
+	/* ingest latency (action time -> durable here), see LAT_BUCKETS */
+	uint64_t lat_bucket[LAT_BUCKETS], lat_count;
 	double lat_sum_s;
 };
 
@@ -164,6 +192,7 @@ static int send_frame(struct server *s, struct conn *c, uint8_t type, const uint
 static int send_ack(struct server *s, struct conn *c, uint64_t seq)
 {
 	uint8_t p[SL_FRAME_ACK_LEN];
+	c->last_ack_ns = sl_now_monotonic_ns();
 	sl_frame_ack_payload(seq, p);
 	return send_frame(s, c, SL_FRAME_ACK, p, sizeof(p));
 }
@@ -176,16 +205,35 @@ static void send_error(struct server *s, struct conn *c, uint16_t code, const ch
 		send_frame(s, c, SL_FRAME_ERROR, p, (size_t)n);
 }
 
+/* Take a slot in s->conns for c (the caller checked the caps). */
+static void conn_register(struct server *s, struct conn *c)
+{
+	c->slot = s->n_slots;
+	s->conns[s->n_slots++] = c;
+	c->opened_ns = sl_now_monotonic_ns();
+}
+
 static void conn_close(struct server *s, struct conn *c)
 {
 	if (c->sb)
 		c->sb->connected = false;
 	epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
+	if (c->kind == CONN_INGEST) {
+		s->n_conns--;
+		if (!c->hello)
+			s->n_unauth--;
+	} else {
+		s->n_clients--;
+	}
+	/* swap-remove from the registry */
+	struct conn *last = s->conns[--s->n_slots];
+	s->conns[c->slot] = last;
+	last->slot = c->slot;
 	sl_frame_ctx_wipe(&c->ctx);
 	free(c->rbuf);
+	free(c->resp);
 	free(c);
-	s->n_conns--;
 }
 
 struct known {
@@ -289,8 +337,31 @@ static int on_hello(struct server *s, struct conn *c, size_t *used)
 	sb->last_frame_ns = sl_now_realtime_ns();
 	c->sb = sb;
 	c->hello = true;
+	s->n_unauth--;
 	sl_store_last(s->st, sid, &last, head);
 	return send_ack(s, c, last) < 0 ? -1 : 0;
+}
+
+/* The histogram bucket of a latency of us microseconds: 0..3 hold 0..3 us exactly; from 4 us on,
+ * bucket 4e+m holds [(4+m) << (e-2), (5+m) << (e-2)) for the leading bit e >= 2 and the next two
+ * bits m (so buckets 4..7 stay empty). The last bucket takes everything from 2^31 us on. */
+static unsigned lat_bucket_of(int64_t us)
+{
+	if (us < 4)
+		return us < 0 ? 0 : (unsigned)us;
+	unsigned e = 63u - (unsigned)__builtin_clzll((unsigned long long)us);
+	if (e >= LAT_BUCKETS / 4)
+		return LAT_BUCKETS - 1;
+	return 4 * e + (unsigned)((us >> (e - 2)) & 3);
+}
+
+/* The upper bound (exclusive, microseconds) of bucket b; 0 for the unused buckets 4..7. */
+static uint64_t lat_bucket_upper_us(unsigned b)
+{
+	if (b < 4)
+		return b + 1;
+	unsigned e = b / 4, m = b % 4;
+	return e < 2 ? 0 : (uint64_t)(5 + m) << (e - 2);
 }
 
 static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
@@ -355,13 +426,7 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 	for (size_t i = 0; i < n; i++) {
 		if (i >= dups && s->batch[i].seq <= last) { /* inserted now (resends come first) */
 			s->events_received++;
-			int64_t lat_us = (now_ns - s->batch[i].time_ns) / 1000;
-			unsigned b = 0;
-			while (lat_us > 1 && b < 31) {
-				lat_us >>= 1;
-				b++;
-			}
-			s->lat_bucket[b]++;
+			s->lat_bucket[lat_bucket_of((now_ns - s->batch[i].time_ns) / 1000)]++;
 			s->lat_count++;
 			s->lat_sum_s += (double)(now_ns - s->batch[i].time_ns) / 1e9;
 		}
@@ -581,6 +646,37 @@ static void tick(struct server *s)
 	}
 }
 
+/* Connections, every tick: deadlines for the handshake and for operator/metrics requests, and a
+ * keep-alive ACK (the stored head, committed) to each idle authenticated connection, so that a
+ * supervisor's watchdog (`sightline run --max-blind-ms`) hears from a healthy collector at least
+ * every KEEPALIVE_ACK_MS plus a tick, not only when it answers the once-a-second heartbeat. At most
+ * one such ACK per connection per tick: the rate stays bounded. */
+static void tick_conns(struct server *s)
+{
+	int64_t now = sl_now_monotonic_ns();
+	for (size_t i = 0; i < s->n_slots;) {
+		struct conn *c = s->conns[i];
+		int64_t age_ms = (now - c->opened_ns) / 1000000;
+		if (c->kind == CONN_INGEST && !c->hello && age_ms >= HANDSHAKE_MS) {
+			reject(s, "handshake_timeout");
+			conn_close(s, c); /* swaps another connection into slot i */
+			continue;
+		}
+		if (c->kind != CONN_INGEST && age_ms >= CLIENT_MS) {
+			conn_close(s, c);
+			continue;
+		}
+		if (c->kind == CONN_INGEST && c->hello && (now - c->last_ack_ns) / 1000000 >= KEEPALIVE_ACK_MS) {
+			uint64_t last = 0;
+			if (sl_store_last(s->st, c->sb->id, &last, NULL) < 0 || send_ack(s, c, last) < 0) {
+				conn_close(s, c);
+				continue;
+			}
+		}
+		i++;
+	}
+}
+
 static int risk_rank(const char *r)
 {
 	return !strcmp(r, "high") ? 3 : !strcmp(r, "low") ? 1 : 2;
@@ -588,48 +684,28 @@ static int risk_rank(const char *r)
 
 /* The dispatch gate: closed for a risk class while any running sandbox of that class or above is
  * blind. Answered on the operator socket to "GATE <class>\n" with "open\n" or "closed <why>\n".
- * Only root or the collector's own uid may ask (SO_PEERCRED): the answer steers dispatch. */
-static void on_admin(struct server *s, int lfd)
+ * Only root or the collector's own uid may ask (SO_PEERCRED, checked at accept): the answer steers
+ * dispatch. req is the request line without its newline. */
+static void admin_answer(struct server *s, const char *req, char *resp, size_t cap)
 {
-	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
-		struct ucred cr;
-		socklen_t cl = sizeof(cr);
-		char req[64] = "", resp[256];
-		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || (cr.uid != 0 && cr.uid != geteuid())) {
-			snprintf(resp, sizeof(resp), "denied\n");
-		} else {
-			ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
-			req[n > 0 ? n : 0] = '\0';
-			char *nl = strchr(req, '\n');
-			if (nl)
-				*nl = '\0';
-			if (!strcmp(req, "DB")) {
-				/* The readers (status, events, alerts --collector) open the store itself,
-				 * read-only, concurrently with us (WAL). */
-				snprintf(resp, sizeof(resp), "db %s\n", s->cfg->db_path);
-			} else if (strncmp(req, "GATE ", 5) != 0 || (strcmp(req + 5, "high") && strcmp(req + 5, "medium") &&
-								       strcmp(req + 5, "low"))) {
-				snprintf(resp, sizeof(resp), "error: expected GATE high|medium|low\n");
-			} else {
-				snprintf(resp, sizeof(resp), "open\n");
-				int want = risk_rank(req + 5);
-				for (size_t i = 0; i < s->n_sbx; i++) {
-					struct sandbox *b = &s->sbx[i];
-					if (!b->ended && !strcmp(b->state, "blind") && risk_rank(b->risk) >= want) {
-						snprintf(resp, sizeof(resp), "closed sandbox %s (risk %s) blind since %lld\n",
-							 b->id, b->risk, (long long)b->last_frame_ns);
-						break;
-					}
-				}
+	if (!strcmp(req, "DB")) {
+		/* The readers (status, events, alerts --collector) open the store itself,
+		 * read-only, concurrently with us (WAL). */
+		snprintf(resp, cap, "db %s\n", s->cfg->db_path);
+	} else if (strncmp(req, "GATE ", 5) != 0 ||
+		   (strcmp(req + 5, "high") && strcmp(req + 5, "medium") && strcmp(req + 5, "low"))) {
+		snprintf(resp, cap, "error: expected GATE high|medium|low\n");
+	} else {
+		snprintf(resp, cap, "open\n");
+		int want = risk_rank(req + 5);
+		for (size_t i = 0; i < s->n_sbx; i++) {
+			struct sandbox *b = &s->sbx[i];
+			if (!b->ended && !strcmp(b->state, "blind") && risk_rank(b->risk) >= want) {
+				snprintf(resp, cap, "closed sandbox %s (risk %s) blind since %lld\n", b->id, b->risk,
+					 (long long)b->last_frame_ns);
+				break;
 			}
 		}
-		(void)!send(fd, resp, strlen(resp), MSG_NOSIGNAL | MSG_DONTWAIT);
-		close(fd);
 	}
 }
 
@@ -663,18 +739,12 @@ static int drop_cb(void *arg, const struct sl_store_health *h)
 	return 0;
 }
 
-/* GET /metrics, Prometheus text format, loopback only. One request per connection. */
-static void on_metrics(struct server *s, int lfd)
+/* GET /metrics, Prometheus text format, loopback only. One request per connection. Sets c->resp
+ * (the whole HTTP response) or leaves it NULL if out of memory. */
+static void metrics_answer(struct server *s, struct conn *c)
 {
-	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
-		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		char req[1024];
-		ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
-		req[n > 0 ? n : 0] = '\0';
+	const char *req = c->req;
+	{
 		static char body[65536];
 		struct mbuf m = {.p = body, .cap = sizeof(body)};
 		unsigned blind = 0, lagging = 0, healthy = 0;
@@ -701,10 +771,13 @@ static void on_metrics(struct server *s, int lfd)
 		     (unsigned long long)hs.dropped);
 		mput(&m, "# TYPE sightline_ingest_latency_seconds histogram\n");
 		uint64_t cum = 0;
-		for (unsigned b = 0; b < 32; b++) {
+		for (unsigned b = 0; b + 1 < LAT_BUCKETS; b++) {
 			cum += s->lat_bucket[b];
-			mput(&m, "sightline_ingest_latency_seconds_bucket{le=\"%.6f\"} %llu\n", (double)(1ULL << b) / 1e6,
-			     (unsigned long long)cum);
+			/* Latencies are counted in whole microseconds, truncated: every one in bucket b
+			 * was below its upper bound. */
+			if (lat_bucket_upper_us(b))
+				mput(&m, "sightline_ingest_latency_seconds_bucket{le=\"%.6f\"} %llu\n",
+				     (double)lat_bucket_upper_us(b) / 1e6, (unsigned long long)cum);
 		}
 		mput(&m, "sightline_ingest_latency_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)s->lat_count);
 		mput(&m, "sightline_ingest_latency_seconds_sum %.6f\nsightline_ingest_latency_seconds_count %llu\n",
@@ -715,10 +788,126 @@ static void on_metrics(struct server *s, int lfd)
 				  "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %zu\r\n"
 				  "Connection: close\r\n\r\n",
 				  ok ? "200 OK" : "404 Not Found", ok ? m.len : (size_t)0);
-		(void)!send(fd, head, (size_t)hl, MSG_NOSIGNAL);
-		if (ok)
-			(void)!send(fd, body, m.len, MSG_NOSIGNAL);
-		close(fd);
+		size_t bl = ok ? m.len : 0;
+		c->resp = malloc((size_t)hl + bl);
+		if (!c->resp)
+			return;
+		memcpy(c->resp, head, (size_t)hl);
+		memcpy(c->resp + hl, body, bl);
+		c->resp_len = (size_t)hl + bl;
+	}
+}
+
+/* Write what is left of c's response without blocking; close when done or when the peer is gone.
+ * Returns true if c is still open (waiting for EPOLLOUT). */
+static bool client_flush(struct server *s, struct conn *c)
+{
+	while (c->resp_off < c->resp_len) {
+		ssize_t w = send(c->fd, c->resp + c->resp_off, c->resp_len - c->resp_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+			epoll_ctl(s->ep, EPOLL_CTL_MOD, c->fd, &ev);
+			return true;
+		}
+		if (w <= 0)
+			break;
+		c->resp_off += (size_t)w;
+	}
+	conn_close(s, c);
+	return false;
+}
+
+static void client_respond_text(struct server *s, struct conn *c, const char *text)
+{
+	c->resp = strdup(text);
+	c->resp_len = c->resp ? strlen(text) : 0;
+	c->resp_off = 0;
+	client_flush(s, c);
+}
+
+/* An operator or metrics connection is readable (or writable again). The request is complete at
+ * its first newline (operator) or its blank line (HTTP); what arrives after it is ignored. */
+static void on_client(struct server *s, struct conn *c, uint32_t events)
+{
+	if (c->resp) {
+		if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+			client_flush(s, c);
+		return;
+	}
+	for (;;) {
+		ssize_t n = recv(c->fd, c->req + c->req_len, CLIENT_REQ_MAX - c->req_len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return; /* more later, or the tick's deadline */
+		if (n <= 0) {
+			conn_close(s, c);
+			return;
+		}
+		c->req_len += (size_t)n;
+		c->req[c->req_len] = '\0';
+		bool full = c->req_len == CLIENT_REQ_MAX;
+		if (c->kind == CONN_ADMIN) {
+			char *nl = strchr(c->req, '\n');
+			if (!nl && !full)
+				continue;
+			if (nl)
+				*nl = '\0';
+			char resp[512];
+			admin_answer(s, c->req, resp, sizeof(resp));
+			client_respond_text(s, c, resp);
+			return;
+		}
+		if (!full && !strstr(c->req, "\r\n\r\n") && !strstr(c->req, "\n\n"))
+			continue;
+		metrics_answer(s, c);
+		if (!c->resp) {
+			conn_close(s, c);
+			return;
+		}
+		client_flush(s, c);
+		return;
+	}
+}
+
+/* Accept operator (kind CONN_ADMIN) or metrics connections: non-blocking, capped, each with a
+ * deadline (tick). The operator's peer must be root or our own uid. */
+static void on_client_accept(struct server *s, int lfd, enum conn_kind kind)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (s->n_clients >= MAX_CLIENTS) {
+			/* Dropped, not queued: a local user holding many connections open gets only
+			 * them refused, and ingest goes on. */
+			reject(s, kind == CONN_ADMIN ? "too_many_operator_connections" : "too_many_metrics_connections");
+			close(fd);
+			continue;
+		}
+		struct conn *c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->kind = kind;
+		c->fd = fd;
+		s->n_clients++;
+		conn_register(s, c);
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+		epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev);
+		if (kind == CONN_ADMIN) {
+			struct ucred cr;
+			socklen_t cl = sizeof(cr);
+			if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+			    (cr.uid != 0 && cr.uid != geteuid())) {
+				client_respond_text(s, c, "denied\n");
+				continue;
+			}
+		}
+		on_client(s, c, EPOLLIN); /* the request may be there already */
 	}
 }
 
@@ -760,6 +949,24 @@ static void on_accept(struct server *s, int lfd)
 			close(fd);
 			continue;
 		}
+		if (s->n_unauth >= MAX_UNAUTH) {
+			/* Connections that have not proven a key yet are cheap to open: cap them by
+			 * closing the OLDEST waiting one, not by refusing the new one. A supervisor sends
+			 * its HELLO within milliseconds of the CHALLENGE, so a flood of silent connections
+			 * evicts mostly its own and cannot lock supervisors out. */
+			struct conn *old = NULL;
+			for (size_t i = 0; i < s->n_slots; i++) {
+				struct conn *o = s->conns[i];
+				if (o->kind == CONN_INGEST && !o->hello && (!old || o->opened_ns < old->opened_ns))
+					old = o;
+			}
+			reject(s, "too_many_unauthenticated");
+			if (!old) {
+				close(fd);
+				continue;
+			}
+			conn_close(s, old);
+		}
 		struct conn *c = calloc(1, sizeof(*c));
 		uint8_t *rb = malloc(SL_FRAME_MAX_FRAME);
 		if (!c || !rb) {
@@ -768,11 +975,14 @@ static void on_accept(struct server *s, int lfd)
 			close(fd);
 			continue;
 		}
+		c->kind = CONN_INGEST;
 		c->fd = fd;
 		c->rbuf = rb;
 		sl_frame_ctx_init(&c->ctx, SL_FRAME_ROLE_COLLECTOR, NULL);
 		sl_frame_ctx_new_challenge(&c->ctx);
 		s->n_conns++;
+		s->n_unauth++;
+		conn_register(s, c);
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
 		epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev);
 		if (send_frame(s, c, SL_FRAME_CHALLENGE, c->ctx.challenge, SL_FRAME_CHALLENGE_LEN) < 0)
@@ -853,6 +1063,7 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 	for (bool stop = false; !stop;) {
 		struct epoll_event evs[64];
 		int n = epoll_wait(s->ep, evs, 64, -1);
+		bool do_tick = false;
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = evs[i].data.u64;
 			if (tag == 2) {
@@ -860,16 +1071,26 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 			} else if (tag == 3) {
 				uint64_t x;
 				(void)!read(tfd, &x, sizeof(x));
-				tick(s);
+				do_tick = true;
 			} else if ((tag & 3) == 1) {
 				on_accept(s, (int)(tag >> 2));
 			} else if ((tag & 3) == 3) {
-				on_admin(s, (int)(tag >> 2));
+				on_client_accept(s, (int)(tag >> 2), CONN_ADMIN);
 			} else if ((tag & 3) == 2) {
-				on_metrics(s, (int)(tag >> 2));
+				on_client_accept(s, (int)(tag >> 2), CONN_METRICS);
 			} else {
-				on_readable(s, evs[i].data.ptr);
+				struct conn *c = evs[i].data.ptr;
+				if (c->kind == CONN_INGEST)
+					on_readable(s, c);
+				else
+					on_client(s, c, evs[i].events);
 			}
+		}
+		/* After the batch: the tick may close connections that later events of the same batch
+		 * would still point to. */
+		if (do_tick) {
+			tick(s);
+			tick_conns(s);
 		}
 	}
 	logf_(s, "collector stopping");
