@@ -22,6 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "collector/linecheck.h"
 #include "collector/store.h"
 #include "common/util.h"
 #include "export/exporter.h"
@@ -29,7 +30,6 @@
 
 #define MAX_CONNS     1024
 #define MAX_SANDBOXES 4096
-#define MAX_BATCH     SL_FRAME_EVENTS_MAX
 /* An ingest connection must complete its HELLO within this long, and at most this many may be
  * waiting to (so that connections that never authenticate cannot hold the slots or memory). */
 #define HANDSHAKE_MS	  3000
@@ -72,6 +72,9 @@ struct conn {
 	bool hello;
 	struct sandbox *sb;
 	int64_t last_ack_ns; /* CLOCK_MONOTONIC */
+	unsigned in_check;   /* EVENTS batches of this connection at the line checker */
+	bool closed;	     /* closed; freed by reap() once no batch refers to it */
+	struct conn *grave_next;
 	/* CONN_ADMIN, CONN_METRICS: the request, then the response being written */
 	char req[CLIENT_REQ_MAX + 1];
 	size_t req_len;
@@ -82,11 +85,11 @@ struct conn {
 struct server {
 	const struct sl_collectd_cfg *cfg;
 	struct sl_store *st;
-	struct sl_line_checker *chk;
 	int ep;
 	struct sandbox sbx[MAX_SANDBOXES];
 	size_t n_sbx;
-	struct sl_store_event *batch;
+	struct sl_linecheck *lc; /* the line checker thread (linecheck.h) */
+	struct conn *graveyard;	 /* closed connections, freed after the current epoll batch */
 	uint8_t *wbuf;
 	int n_conns, n_unauth, n_clients;
 	struct conn *conns[MAX_CONNS + MAX_CLIENTS]; /* every open connection, for the tick */
@@ -213,8 +216,13 @@ static void conn_register(struct server *s, struct conn *c)
 	c->opened_ns = sl_now_monotonic_ns();
 }
 
+/* Close c now (fd, epoll, counters, registry); free it later (reap), since an event of the same
+ * epoll batch or a batch at the line checker may still point to it. Closing twice is a no-op. */
 static void conn_close(struct server *s, struct conn *c)
 {
+	if (c->closed)
+		return;
+	c->closed = true;
 	if (c->sb)
 		c->sb->connected = false;
 	epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
@@ -232,8 +240,25 @@ static void conn_close(struct server *s, struct conn *c)
 	last->slot = c->slot;
 	sl_frame_ctx_wipe(&c->ctx);
 	free(c->rbuf);
+	c->rbuf = NULL;
 	free(c->resp);
-	free(c);
+	c->resp = NULL;
+	c->grave_next = s->graveyard;
+	s->graveyard = c;
+}
+
+/* Free the closed connections that no batch at the line checker refers to any more. */
+static void reap(struct server *s, bool all)
+{
+	for (struct conn **pp = &s->graveyard; *pp;) {
+		struct conn *c = *pp;
+		if (c->in_check && !all) {
+			pp = &c->grave_next;
+			continue;
+		}
+		*pp = c->grave_next;
+		free(c);
+	}
 }
 
 struct known {
@@ -364,48 +389,17 @@ static uint64_t lat_bucket_upper_us(unsigned b)
 	return e < 2 ? 0 : (uint64_t)(5 + m) << (e - 2);
 }
 
-static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
+/* The line checker has checked batch b of connection c (not closed): store the good lines, count
+ * and acknowledge. Returns 0, or -1 to close the connection. */
+static int finish_events(struct server *s, struct conn *c, struct sl_checked_batch *b)
 {
-	struct sl_frame_events_iter it;
-	sl_frame_events_begin(f, &it);
-	const uint8_t *line;
-	size_t len, n = 0;
-	static struct sl_line_info info[1]; /* reused: fields are copied into the batch as views */
-	bool ended = false;
-	const char *bad = NULL;
-	while (sl_frame_events_next(&it, &line, &len)) {
-		const char *why;
-		if (sl_line_check(s->chk, (const char *)line, len, info, &why) < 0) {
-			reject(s, "bad_line");
-			bad = "a line does not check out";
-			break;
-		}
-		if (strcmp(info->sandbox_id, c->sb->id) != 0) {
-			/* Authenticated by this sandbox's key, but naming another: never stored. */
-			reject(s, "other_sandbox");
-			bad = "a line names another sandbox";
-			break;
-		}
-		/* Views into the frame: the line holds the class, prev_hash and hash at known places. */
-		const char *cls = memmem(line, len, "\"class\":\"", 9);
-		/* ...,"prev_hash":"<64>","hash":"<64>"}  (shape checked by sl_line_check) */
-		const char *hash = (const char *)line + len - 2 - 64;
-		const char *prev = hash - (sizeof("\",\"hash\":\"") - 1) - 64;
-		s->batch[n] = (struct sl_store_event){.seq = info->seq,
-						      .time_ns = info->time_ns,
-						      .class_name = cls + 9,
-						      .class_len = strlen(info->cls),
-						      .prev_hash = prev,
-						      .hash = hash,
-						      .line = (const char *)line,
-						      .line_len = len};
-		if (!strcmp(info->cls, "record.end"))
-			ended = true;
-		n++;
-	}
+	size_t n = b->n;
+	const char *bad = b->bad;
+	if (b->reject)
+		reject(s, b->reject);
 	uint64_t last = 0;
 	size_t dups = 0;
-	int r = n ? sl_store_append_events(s->st, c->sb->id, s->batch, n, sl_now_realtime_ns(), &last, &dups) : 0;
+	int r = n ? sl_store_append_events(s->st, c->sb->id, b->ev, n, sl_now_realtime_ns(), &last, &dups) : 0;
 	if (!n)
 		sl_store_last(s->st, c->sb->id, &last, NULL);
 	if (r == -EPROTO) {
@@ -422,16 +416,16 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 	s->duplicates += dups;
 	int64_t now_ns = sl_now_realtime_ns();
 	if (n)
-		c->sb->delay_ns = now_ns - s->batch[n - 1].time_ns;
+		c->sb->delay_ns = now_ns - b->ev[n - 1].time_ns;
 	for (size_t i = 0; i < n; i++) {
-		if (i >= dups && s->batch[i].seq <= last) { /* inserted now (resends come first) */
+		if (i >= dups && b->ev[i].seq <= last) { /* inserted now (resends come first) */
 			s->events_received++;
-			s->lat_bucket[lat_bucket_of((now_ns - s->batch[i].time_ns) / 1000)]++;
+			s->lat_bucket[lat_bucket_of((now_ns - b->ev[i].time_ns) / 1000)]++;
 			s->lat_count++;
-			s->lat_sum_s += (double)(now_ns - s->batch[i].time_ns) / 1e9;
+			s->lat_sum_s += (double)(now_ns - b->ev[i].time_ns) / 1e9;
 		}
 	}
-	if (ended && r == 0 && !bad) {
+	if (b->ended && r == 0 && !bad) {
 		c->sb->ended = true;
 		int64_t end = sl_now_realtime_ns();
 		sl_store_end(s->st, c->sb->id, end);
@@ -441,6 +435,7 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 			c->sb->alert_id = 0;
 		}
 	}
+	/* ACK only now: after the commit (sl_store_append_events returned). */
 	if (send_ack(s, c, last) < 0)
 		return -1;
 	if (bad) {
@@ -449,6 +444,48 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 		send_error(s, c, SL_FRAME_ERR_PROTOCOL, bad);
 		return -1;
 	}
+	return 0;
+}
+
+/* A batch is back from the line checker: finish it unless its connection was closed meanwhile
+ * (then nothing of it is stored or acknowledged: the sender resends after its last ACK). */
+static void on_checked(struct server *s, struct sl_checked_batch *b)
+{
+	struct conn *c = b->owner;
+	c->in_check--;
+	if (!c->closed && finish_events(s, c, b) < 0)
+		conn_close(s, c);
+	sl_linecheck_put(s->lc, b);
+}
+
+static void drain_checked(struct server *s)
+{
+	struct sl_checked_batch *b;
+	while ((b = sl_linecheck_done(s->lc, false)))
+		on_checked(s, b);
+}
+
+/* Hand an authenticated EVENTS frame of c to the line checker (a copy of its payload: the receive
+ * buffer moves on). With every batch in flight, first finish the oldest one here, which may close
+ * c. Returns 0, 1 if c was closed meanwhile, or -errno. */
+static int submit_events(struct server *s, struct conn *c, const struct sl_frame *f)
+{
+	int err = 0;
+	struct sl_checked_batch *b;
+	while (!(b = sl_linecheck_get(s->lc, f->payload_len, f->event_count, &err))) {
+		if (err != -EBUSY)
+			return err;
+		struct sl_checked_batch *d = sl_linecheck_done(s->lc, true);
+		if (d)
+			on_checked(s, d);
+		if (c->closed)
+			return 1;
+	}
+	memcpy(b->payload, f->payload, f->payload_len);
+	b->owner = c;
+	snprintf(b->sandbox_id, sizeof(b->sandbox_id), "%s", c->sb->id);
+	c->in_check++;
+	sl_linecheck_submit(s->lc, b);
 	return 0;
 }
 
@@ -470,12 +507,27 @@ static int load_cb(void *arg, const struct sl_store_health *h)
 	return 0;
 }
 
+/* Close c for a fault in its stream, but first finish its batches still at the line checker, so
+ * that what it sent before the fault is stored and acknowledged as if checked inline. */
+static void close_after_checks(struct server *s, struct conn *c)
+{
+	while (c->in_check && !c->closed) {
+		struct sl_checked_batch *d = sl_linecheck_done(s->lc, true);
+		if (!d)
+			break;
+		on_checked(s, d);
+	}
+	conn_close(s, c);
+}
+
 static void on_readable(struct server *s, struct conn *c)
 {
+	if (c->closed)
+		return;
 	for (;;) {
 		if (c->rlen == SL_FRAME_MAX_FRAME) {
 			reject(s, "oversize");
-			conn_close(s, c);
+			close_after_checks(s, c);
 			return;
 		}
 		ssize_t n = recv(c->fd, c->rbuf + c->rlen, SL_FRAME_MAX_FRAME - c->rlen, MSG_DONTWAIT);
@@ -486,16 +538,17 @@ static void on_readable(struct server *s, struct conn *c)
 				if (sl_frame_decode_eof(c->rbuf, c->rlen, &c->ctx, &f, &used) == -EBADMSG)
 					reject(s, sl_frame_reject_name(f.reject));
 			}
-			conn_close(s, c);
+			close_after_checks(s, c);
 			return;
 		}
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				return;
-			conn_close(s, c);
+			close_after_checks(s, c);
 			return;
 		}
 		c->rlen += (size_t)n;
+		size_t off = 0; /* bytes of rbuf consumed: moved out once, after the frames in it */
 		for (;;) {
 			size_t used = 0;
 			if (!c->hello) {
@@ -503,32 +556,37 @@ static void on_readable(struct server *s, struct conn *c)
 				if (r == 1)
 					break;
 				if (r < 0) {
-					conn_close(s, c);
+					close_after_checks(s, c);
 					return;
 				}
 			} else {
 				struct sl_frame f;
-				int r = sl_frame_decode(c->rbuf, c->rlen, &c->ctx, &f, &used);
+				int r = sl_frame_decode(c->rbuf + off, c->rlen - off, &c->ctx, &f, &used);
 				if (r == -EAGAIN)
 					break;
 				if (r < 0) {
 					reject(s, r == -EBADMSG ? sl_frame_reject_name(f.reject) : "bad_frame");
-					conn_close(s, c);
+					close_after_checks(s, c);
 					return;
 				}
 				sl_frame_ctx_accept(&c->ctx, &f);
 				s->frames_received++;
 				c->sb->last_frame_ns = sl_now_realtime_ns();
 				if (f.type == SL_FRAME_EVENTS) {
-					if (on_events(s, c, &f) < 0) {
-						conn_close(s, c);
+					int er = submit_events(s, c, &f);
+					if (er == 1)
+						return; /* closed while an older batch was finished */
+					if (er < 0) {
+						reject(s, "store_error");
+						send_error(s, c, SL_FRAME_ERR_INTERNAL, "out of memory");
+						close_after_checks(s, c);
 						return;
 					}
 				} else if (f.type == SL_FRAME_HEARTBEAT) {
 					struct sl_frame_heartbeat hb;
 					if (sl_frame_heartbeat_parse(f.payload, f.payload_len, &hb) < 0) {
 						reject(s, "bad_payload");
-						conn_close(s, c);
+						close_after_checks(s, c);
 						return;
 					}
 					struct sl_store_counters sc = {hb.emitted, hb.recorded, hb.exported,
@@ -545,13 +603,16 @@ static void on_readable(struct server *s, struct conn *c)
 					uint64_t last = 0;
 					sl_store_last(s->st, c->sb->id, &last, NULL);
 					if (send_ack(s, c, last) < 0) {
-						conn_close(s, c);
+						close_after_checks(s, c);
 						return;
 					}
 				}
 			}
-			memmove(c->rbuf, c->rbuf + used, c->rlen - used);
-			c->rlen -= used;
+			off += used;
+		}
+		if (off) {
+			memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+			c->rlen -= off;
 		}
 	}
 }
@@ -831,6 +892,8 @@ static void client_respond_text(struct server *s, struct conn *c, const char *te
  * its first newline (operator) or its blank line (HTTP); what arrives after it is ignored. */
 static void on_client(struct server *s, struct conn *c, uint32_t events)
 {
+	if (c->closed)
+		return;
 	if (c->resp) {
 		if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
 			client_flush(s, c);
@@ -1002,13 +1065,15 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 		free(s);
 		return r;
 	}
-	s->batch = calloc(MAX_BATCH, sizeof(*s->batch));
 	s->wbuf = malloc(SL_FRAME_MAX_FRAME);
 	s->ep = epoll_create1(EPOLL_CLOEXEC);
-	if (!s->batch || !s->wbuf || s->ep < 0 || sl_line_checker_new(&s->chk) < 0) {
+	int lc_efd = -1;
+	if (!s->wbuf || s->ep < 0 || sl_linecheck_start(&s->lc, &lc_efd) < 0) {
 		r = -ENOMEM;
 		goto out;
 	}
+	struct epoll_event lcev = {.events = EPOLLIN, .data.u64 = 4};
+	epoll_ctl(s->ep, EPOLL_CTL_ADD, lc_efd, &lcev);
 	/* Sandboxes that were running when the collector stopped: watch them from their last
 	 * evidence, so the time the collector itself was down counts as blind, not as nothing. */
 	struct sl_store_filter running = {0};
@@ -1068,6 +1133,10 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 			uint64_t tag = evs[i].data.u64;
 			if (tag == 2) {
 				stop = true;
+			} else if (tag == 4) {
+				uint64_t x;
+				(void)!read(lc_efd, &x, sizeof(x));
+				drain_checked(s);
 			} else if (tag == 3) {
 				uint64_t x;
 				(void)!read(tfd, &x, sizeof(x));
@@ -1092,13 +1161,17 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 			tick(s);
 			tick_conns(s);
 		}
+		reap(s, false);
 	}
 	logf_(s, "collector stopping");
 	r = 0;
 out:
-	sl_line_checker_free(s->chk);
+	/* Batches still at the checker are dropped unacknowledged: their senders resend them. */
+	sl_linecheck_stop(s->lc);
+	while (s->n_slots)
+		conn_close(s, s->conns[s->n_slots - 1]);
+	reap(s, true);
 	sl_store_close(s->st);
-	free(s->batch);
 	free(s->wbuf);
 	free(s);
 	return r;

@@ -205,6 +205,7 @@ int sl_jscan_object(const char *p, size_t len, struct sl_jscan *out, const char 
 	size_t depth = 0;
 	struct sl_jscan_member *cur = NULL; /* the top object's member being read */
 	enum state st = ST_VALUE;
+	uint64_t seen = 0;
 	out->n = 0;
 	if (!p || len == 0 || *p != '{') {
 		*why = "not a JSON object";
@@ -227,7 +228,10 @@ int sl_jscan_object(const char *p, size_t len, struct sl_jscan *out, const char 
 					bad(&s, "a top-level member name is escaped");
 					break;
 				}
-				if (sl_jscan_get(out, (const char *)k, kl)) {
+				/* A 64-bit filter of (length, first byte) seen so far: most keys skip the
+				 * pairwise comparison. */
+				uint64_t bit = 1ull << ((kl * 31u + (kl ? k[0] : 0u)) & 63u);
+				if ((seen & bit) && sl_jscan_get(out, (const char *)k, kl)) {
 					bad(&s, "a top-level member is given twice");
 					break;
 				}
@@ -235,6 +239,7 @@ int sl_jscan_object(const char *p, size_t len, struct sl_jscan *out, const char 
 					bad(&s, "too many top-level members");
 					break;
 				}
+				seen |= bit;
 				cur = &out->m[out->n++];
 				*cur = (struct sl_jscan_member){.key = (const char *)k, .key_len = kl};
 			}
