@@ -185,6 +185,10 @@ class Conn:
 
     def expect_ack(self, want, what):
         f = self.read_frame()
+        # Keep-alive ACKs of an older head (the collector re-acknowledges an idle connection every
+        # 250 ms) may come first; an ACK that never reaches want still fails (timeout).
+        while f is not None and f["type"] == T_ACK and f["ack"] < want:
+            f = self.read_frame()
         if f is None or f["type"] != T_ACK:
             raise Fatal(f"{what}: expected ACK {want}, got {describe(f)}")
         if f["ack"] != want:
