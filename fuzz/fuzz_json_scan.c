@@ -51,8 +51,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
 	struct json_object *o = json_tokener_parse_ex(tok, (const char *)data, (int)size);
-	if (!o || json_tokener_get_error(tok) != json_tokener_success || json_tokener_get_parse_end(tok) != size ||
-	    !json_object_is_type(o, json_type_object) || (size_t)json_object_object_length(o) != sc.n)
+	if (!o || json_tokener_get_error(tok) != json_tokener_success ||
+	    json_tokener_get_parse_end(tok) != size || !json_object_is_type(o, json_type_object) ||
+	    (size_t)json_object_object_length(o) != sc.n)
 		abort(); /* the scanner accepted what json-c refuses */
 	size_t i = 0;
 	json_object_object_foreach(o, key, val)

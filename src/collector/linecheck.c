@@ -190,7 +190,8 @@ void sl_linecheck_stop(struct sl_linecheck *lc)
 	free(lc);
 }
 
-struct sl_checked_batch *sl_linecheck_get(struct sl_linecheck *lc, size_t payload_len, uint32_t count, int *err)
+struct sl_checked_batch *sl_linecheck_get(struct sl_linecheck *lc, size_t payload_len, uint32_t count,
+					  int *err)
 {
 	struct sl_checked_batch *b = lc->free_list; /* only this thread touches the free list */
 	if (b) {

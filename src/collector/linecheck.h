@@ -22,17 +22,17 @@
 
 struct sl_checked_batch {
 	/* in: set by the caller before sl_linecheck_submit */
-	void *owner;				       /* the caller's: the connection */
+	void *owner;				      /* the caller's: the connection */
 	char sandbox_id[SL_FRAME_SANDBOX_ID_LEN + 1]; /* lines must name this sandbox */
-	uint8_t *payload;			       /* an EVENTS payload (the decoder checked its framing) */
+	uint8_t *payload; /* an EVENTS payload (the decoder checked its framing) */
 	size_t payload_len;
 	uint32_t count; /* its event count */
 	/* out: the lines that checked out, in order, up to the first that did not */
 	struct sl_store_event *ev; /* views into payload */
 	size_t n;
-	bool ended;		/* a record.end line is among them */
-	const char *reject;	/* NULL, or the reject reason of the line that stopped the batch */
-	const char *bad;	/* and what to tell the sender */
+	bool ended;	    /* a record.end line is among them */
+	const char *reject; /* NULL, or the reject reason of the line that stopped the batch */
+	const char *bad;    /* and what to tell the sender */
 	/* private */
 	size_t payload_cap, ev_cap;
 	struct sl_checked_batch *next;
@@ -47,7 +47,8 @@ int sl_linecheck_start(struct sl_linecheck **out, int *efd);
 void sl_linecheck_stop(struct sl_linecheck *lc);
 /* A free batch with room for payload_len bytes and count events, or NULL: -ENOMEM in *err, or
  * -EBUSY when SL_LINECHECK_MAX_BATCHES are in flight (take a done one back first). */
-struct sl_checked_batch *sl_linecheck_get(struct sl_linecheck *lc, size_t payload_len, uint32_t count, int *err);
+struct sl_checked_batch *sl_linecheck_get(struct sl_linecheck *lc, size_t payload_len, uint32_t count,
+					  int *err);
 /* Queue b (from sl_linecheck_get, payload filled) for checking. */
 void sl_linecheck_submit(struct sl_linecheck *lc, struct sl_checked_batch *b);
 /* The oldest checked batch, or NULL if none is done (wait: block until one is, if any is in flight). */

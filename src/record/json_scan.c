@@ -113,7 +113,8 @@ static bool scan_string(struct scan *s, const unsigned char **body, size_t *body
 		if (s->end - s->q < 2)
 			return bad(s, "unterminated string");
 		c = s->q[1];
-		if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') {
+		if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' ||
+		    c == 't') {
 			s->q += 2;
 			continue;
 		}

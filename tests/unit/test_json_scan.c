@@ -36,14 +36,19 @@ static void die(const char *fmt, ...)
 /* Two lines as the record writer produces them. */
 static const char *const lines[] = {
     "{\"seq\":3,\"sandbox_id\":\"689717d020e9ce736d5c1e0355fac599\",\"time\":1796108311174677373,\"class\":"
-    "\"process.exec\",\"observer\":\"supervisor\",\"identity\":{\"tenant\":\"bench\",\"agent\":\"a \\\"q\\\"\\n\","
+    "\"process.exec\",\"observer\":\"supervisor\",\"identity\":{\"tenant\":\"bench\",\"agent\":\"a "
+    "\\\"q\\\"\\n\","
     "\"task\":\"t1\",\"version\":\"1\",\"credential_ref\":\"none\"},\"pid\":1,\"argv\":[\"/workspace/h\","
-    "\"\xc3\xa9\\u00e9\\ud83d\\ude00\"],\"argc\":4,\"exact\":true,\"x\":null,\"f\":-1.5e-3,\"ocsf\":{\"class_uid\":"
-    "1007,\"activity_id\":1},\"prev_hash\":\"8ed9a12891c86e1d7578e55d3befce2a881bab76423c6bb2a5b065faaecdd910\","
+    "\"\xc3\xa9\\u00e9\\ud83d\\ude00\"],\"argc\":4,\"exact\":true,\"x\":null,\"f\":-1.5e-3,\"ocsf\":{\"class_"
+    "uid\":"
+    "1007,\"activity_id\":1},\"prev_hash\":"
+    "\"8ed9a12891c86e1d7578e55d3befce2a881bab76423c6bb2a5b065faaecdd910\","
     "\"hash\":\"a8195049f7a1c0d7c3fde15eddcd12662643468ec160362a55b7e0ab90b81f9a\"}",
-    "{\"seq\":250005,\"sandbox_id\":\"689717d020e9ce736d5c1e0355fac599\",\"time\":1796108332882263299,\"class\":"
+    "{\"seq\":250005,\"sandbox_id\":\"689717d020e9ce736d5c1e0355fac599\",\"time\":1796108332882263299,"
+    "\"class\":"
     "\"record.end\",\"observer\":\"supervisor\",\"identity\":{},\"counts\":{\"events\":250005,\"file.open\":"
-    "250000,\"canary\":0},\"empty\":[],\"prev_hash\":\"a0fda487112c3e5ac77715ef163f954c8a6d6e491d03d1eecd18ddfbcb3"
+    "250000,\"canary\":0},\"empty\":[],\"prev_hash\":"
+    "\"a0fda487112c3e5ac77715ef163f954c8a6d6e491d03d1eecd18ddfbcb3"
     "0220a\",\"hash\":\"fb78298e0ef6a464827a125aa8d382f7f9f50128cca9e4909e1e0f6493ba9a54\"}",
 };
 
@@ -68,7 +73,8 @@ static void test_lines(void)
 	CHECK(sl_jscan_get(&sc, "hash", 4) == &sc.m[sc.n - 1] && sc.m[sc.n - 1].val_len == 64);
 	CHECK(sl_jscan_get(&sc, "nope", 4) == NULL);
 	CHECK(sl_jscan_object(lines[1], strlen(lines[1]), &sc, &why) == 0);
-	CHECK(sl_jscan_get(&sc, "empty", 5)->type == SL_JSCAN_ARRAY && sl_jscan_get(&sc, "empty", 5)->val_len == 2);
+	CHECK(sl_jscan_get(&sc, "empty", 5)->type == SL_JSCAN_ARRAY &&
+	      sl_jscan_get(&sc, "empty", 5)->val_len == 2);
 	CHECK(sl_jscan_object("{}", 2, &sc, &why) == 0 && sc.n == 0);
 	CHECK(sl_jscan_object("{ \"a\" : [ 1 , { } ] }", 21, &sc, &why) == 0 && sc.n == 1 &&
 	      sc.m[0].val_len == 11);
@@ -128,9 +134,9 @@ static void test_hostile(void)
 	    {"{\"a\":\"\\ud800\\u0041\"}", "lone high surrogate escape in a string"},
 	    {"{\"a\":\"\\udc00\"}", "lone low surrogate escape in a string"},
 	    {"{\"a\":\"\xc0\xaf\"}", "invalid UTF-8 in a string"},	   /* overlong '/' */
-	    {"{\"a\":\"\xed\xa0\x80\"}", "invalid UTF-8 in a string"}, /* a surrogate */
+	    {"{\"a\":\"\xed\xa0\x80\"}", "invalid UTF-8 in a string"},	   /* a surrogate */
 	    {"{\"a\":\"\xf4\x90\x80\x80\"}", "invalid UTF-8 in a string"}, /* above U+10FFFF */
-	    {"{\"a\":\"\xe2\x82\"}", "invalid UTF-8 in a string"},	       /* cut short */
+	    {"{\"a\":\"\xe2\x82\"}", "invalid UTF-8 in a string"},	   /* cut short */
 	    {"{\"a\":\"\xff\"}", "invalid UTF-8 in a string"},
 	    {deeper, "nested too deep"},
 	};
@@ -138,8 +144,8 @@ static void test_hostile(void)
 		why = NULL;
 		int r = sl_jscan_object(cases[i].text, strlen(cases[i].text), &sc, &why);
 		if (r != -EBADMSG || !why || strcmp(why, cases[i].why) != 0 || sc.n != 0)
-			die("case %zu '%s': got %d '%s', want -EBADMSG '%s'", i, cases[i].text, r, why ? why : "(null)",
-			    cases[i].why);
+			die("case %zu '%s': got %d '%s', want -EBADMSG '%s'", i, cases[i].text, r,
+			    why ? why : "(null)", cases[i].why);
 	}
 	/* A NUL byte inside a string is a control byte; the length, not a terminator, bounds the scan. */
 	CHECK(sl_jscan_object("{\"a\":\"\0\"}", 9, &sc, &why) == -EBADMSG);
@@ -161,8 +167,8 @@ static int jsonc_accepts(const char *p, size_t len, const struct sl_jscan *s, bo
 	CHECK(tok);
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
 	struct json_object *o = json_tokener_parse_ex(tok, p, (int)len);
-	int ok = o && json_tokener_get_error(tok) == json_tokener_success && json_tokener_get_parse_end(tok) == len &&
-		 json_object_is_type(o, json_type_object);
+	int ok = o && json_tokener_get_error(tok) == json_tokener_success &&
+		 json_tokener_get_parse_end(tok) == len && json_object_is_type(o, json_type_object);
 	if (ok && compare) {
 		CHECK((size_t)json_object_object_length(o) == s->n);
 		size_t i = 0;
@@ -201,8 +207,9 @@ static uint64_t next_rand(void)
 static void test_differential(void)
 {
 	/* Bytes worth trying: structure, escapes, digits, UTF-8 lead and continuation bytes. */
-	static const char alphabet[] = "{}[]\":,\\/ \t\n0123456789-+.eEtrufalsn\x01\x7f\x80\xbf\xc0\xc3\xe2\xed\xf0\xf4\xff"
-				       "uUabcdefAF'";
+	static const char alphabet[] =
+	    "{}[]\":,\\/ \t\n0123456789-+.eEtrufalsn\x01\x7f\x80\xbf\xc0\xc3\xe2\xed\xf0\xf4\xff"
+	    "uUabcdefAF'";
 	static char buf[4096];
 	size_t both = 0, scan_only_rejects = 0, both_reject = 0;
 	for (int iter = 0; iter < 300000; iter++) {
@@ -243,8 +250,8 @@ static void test_differential(void)
 		scan_only_rejects += !ok && jc;
 		both_reject += !ok && !jc;
 	}
-	printf("differential: %zu accepted by both, %zu refused by both, %zu refused only by the scanner\n", both,
-	       both_reject, scan_only_rejects);
+	printf("differential: %zu accepted by both, %zu refused by both, %zu refused only by the scanner\n",
+	       both, both_reject, scan_only_rejects);
 	CHECK(both > 1000 && both_reject > 1000);
 }
 
