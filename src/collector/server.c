@@ -35,10 +35,12 @@
 #define HANDSHAKE_MS	  3000
 #define MAX_UNAUTH	  64
 /* Operator and metrics connections: a request of at most CLIENT_REQ_MAX bytes within CLIENT_MS, at
- * most MAX_CLIENTS at once; all I/O non-blocking in the loop, so none of them can stall ingest. */
+ * most MAX_CLIENTS of each kind at once (separate caps: any local user may connect to the metrics
+ * port, and that must not lock the dispatcher out of the gate); all I/O non-blocking in the loop,
+ * so none of them can stall ingest. */
 #define CLIENT_MS	  2000
 #define CLIENT_REQ_MAX	  1024
-#define MAX_CLIENTS	  64
+#define MAX_CLIENTS	  32
 /* An idle authenticated connection gets its stored head re-acknowledged this often (see tick). */
 #define KEEPALIVE_ACK_MS 250
 /* Latency histogram: 4 sub-buckets per power of two of microseconds (each bucket's upper bound at
@@ -91,8 +93,8 @@ struct server {
 	struct sl_linecheck *lc; /* the line checker thread (linecheck.h) */
 	struct conn *graveyard;	 /* closed connections, freed after the current epoll batch */
 	uint8_t *wbuf;
-	int n_conns, n_unauth, n_clients;
-	struct conn *conns[MAX_CONNS + MAX_CLIENTS]; /* every open connection, for the tick */
+	int n_conns, n_unauth, n_clients[CONN_METRICS + 1]; /* clients by kind */
+	struct conn *conns[MAX_CONNS + 2 * MAX_CLIENTS]; /* every open connection, for the tick */
 	size_t n_slots;
 	/* counters for /metrics */
 	uint64_t events_received, frames_received, duplicates;
@@ -232,7 +234,7 @@ static void conn_close(struct server *s, struct conn *c)
 		if (!c->hello)
 			s->n_unauth--;
 	} else {
-		s->n_clients--;
+		s->n_clients[c->kind]--;
 	}
 	/* swap-remove from the registry */
 	struct conn *last = s->conns[--s->n_slots];
@@ -943,7 +945,7 @@ static void on_client_accept(struct server *s, int lfd, enum conn_kind kind)
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
-		if (s->n_clients >= MAX_CLIENTS) {
+		if (s->n_clients[kind] >= MAX_CLIENTS) {
 			/* Dropped, not queued: a local user holding many connections open gets only
 			 * them refused, and ingest goes on. */
 			reject(s, kind == CONN_ADMIN ? "too_many_operator_connections" : "too_many_metrics_connections");
@@ -957,7 +959,7 @@ static void on_client_accept(struct server *s, int lfd, enum conn_kind kind)
 		}
 		c->kind = kind;
 		c->fd = fd;
-		s->n_clients++;
+		s->n_clients[kind]++;
 		conn_register(s, c);
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
 		epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev);
