@@ -91,6 +91,18 @@ static bool scan_string(struct scan *s, const unsigned char **body, size_t *body
 	*body = s->q;
 	*escaped = false;
 	for (;;) {
+		/* 8 bytes at a time while none of them needs a look: no '"', '\\', byte < 0x20 or
+		 * >= 0x80 (the usual SWAR zero-byte tests; memcpy keeps the load aligned-agnostic). */
+		while (s->end - s->q >= 8) {
+			uint64_t w;
+			memcpy(&w, s->q, 8);
+			const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+			uint64_t quote = w ^ (ones * '"'), bslash = w ^ (ones * '\\');
+			uint64_t special = ((quote - ones) & ~quote) | ((bslash - ones) & ~bslash) | (w - ones * 0x20) | w;
+			if (special & high)
+				break;
+			s->q += 8;
+		}
 		while (s->q < s->end && plain(*s->q))
 			s->q++;
 		if (s->q == s->end)
