@@ -413,8 +413,12 @@ static int ensure_schema(struct sl_store *s)
 		if ((r = tx_commit(s)) < 0)
 			return r;
 	}
-	if (ver == 1 && (r = migrate_v1(s, &ver)) < 0)
+	/* A read-only connection reads a version 1 store as it is (the tables are the same); the
+	 * writer migrates it. */
+	if (ver == 1 && sqlite3_db_readonly(s->db, "main") != 1 && (r = migrate_v1(s, &ver)) < 0)
 		return r;
+	if (ver == 1)
+		ver = SL_STORE_SCHEMA_VERSION; /* readable as version 2 */
 	if (ver > SL_STORE_SCHEMA_VERSION)
 		return failf(s, -EPROTO,
 			     "the store's schema version %" PRId64 " is newer than this build's (%d)", ver,
