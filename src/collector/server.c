@@ -1080,6 +1080,10 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 	 * evidence, so the time the collector itself was down counts as blind, not as nothing. */
 	struct sl_store_filter running = {0};
 	sl_store_each_health(s->st, &running, load_cb, s);
+	/* Judge them at once, before any supervisor can reconnect: a sandbox that was silent past its
+	 * limit while the collector was down is blind (an alert from its last evidence), whether or
+	 * not its supervisor's HELLO beats the first tick. */
+	tick(s);
 	int lfds[SL_COLLECTD_MAX_LISTEN];
 	for (int i = 0; i < cfg->n_listen; i++) {
 		lfds[i] = listen_on(s, cfg->listen[i]);
