@@ -25,6 +25,7 @@
 #include <json-c/json.h>
 
 #include "collector/detect.h"
+#include "collector/linecheck.h"
 #include "collector/store.h"
 #include "common/util.h"
 #include "export/exporter.h"
@@ -34,6 +35,22 @@
 #define MAX_SANDBOXES 4096
 #define MAX_BATCH     SL_FRAME_EVENTS_MAX
 #define MAX_KEY_IDS   65536 /* key ids of bound sandboxes remembered to name other-sandbox keys */
+/* An ingest connection must complete its HELLO within this long, and at most this many may be
+ * waiting to (so that connections that never authenticate cannot hold the slots or memory). */
+#define HANDSHAKE_MS	  3000
+#define MAX_UNAUTH	  64
+/* Operator and metrics connections: a request of at most CLIENT_REQ_MAX bytes within CLIENT_MS, at
+ * most MAX_CLIENTS of each kind at once (separate caps: any local user may connect to the metrics
+ * port, and that must not lock the dispatcher out of the gate); all I/O non-blocking in the loop,
+ * so none of them can stall ingest. */
+#define CLIENT_MS	  2000
+#define CLIENT_REQ_MAX	  1024
+#define MAX_CLIENTS	  32
+/* An idle authenticated connection gets its stored head re-acknowledged this often (see tick). */
+#define KEEPALIVE_ACK_MS 250
+/* Latency histogram: 4 sub-buckets per power of two of microseconds (each bucket's upper bound at
+ * most 25 % above its lower one), up to 2^31 us. */
+#define LAT_BUCKETS 128
 
 struct sandbox {
 	char id[33];
@@ -51,25 +68,40 @@ struct sandbox {
 	bool ended, connected;
 };
 
+enum conn_kind { CONN_INGEST = 1, CONN_ADMIN, CONN_METRICS };
+
 struct conn {
+	enum conn_kind kind;
 	int fd;
+	int64_t opened_ns; /* CLOCK_MONOTONIC */
+	size_t slot;	   /* index in server.conns */
+	/* CONN_INGEST */
 	struct sl_frame_ctx ctx;
 	uint8_t *rbuf;
 	size_t rlen;
 	bool hello;
 	struct sandbox *sb;
+	int64_t last_ack_ns; /* CLOCK_MONOTONIC */
+	unsigned in_check;   /* EVENTS batches of this connection at the line checker */
+	bool closed;	     /* closed; freed by reap() once no batch refers to it */
+	struct conn *grave_next;
+	/* CONN_ADMIN, CONN_METRICS: the request, then the response being written */
+	char req[CLIENT_REQ_MAX + 1];
+	size_t req_len;
+	char *resp;
+	size_t resp_len, resp_off;
 };
 
 struct server {
 	const struct sl_collectd_cfg *cfg;
 	struct sl_store *st;
-	struct sl_line_checker *chk;
 	int ep;
 	struct sandbox sbx[MAX_SANDBOXES];
 	size_t n_sbx;
-	struct sl_store_event *batch;
+	struct sl_linecheck *lc; /* the line checker thread (linecheck.h) */
+	struct conn *graveyard;	 /* closed connections, freed after the current epoll batch */
 	uint8_t *wbuf;
-	int n_conns;
+	int n_conns, n_unauth, n_clients[CONN_METRICS + 1]; /* clients by kind */
 	/* The key id (sl_frame_key_id) of every sandbox bound in the store, newest last (a ring once
 	 * full), so a HELLO tagged with another sandbox's key is told apart from an unknown key. */
 	struct known_key {
@@ -77,11 +109,13 @@ struct server {
 		char sandbox_id[SL_FRAME_SANDBOX_ID_LEN + 1];
 	} *key_ids;
 	size_t n_key_ids, key_ids_next;
+	struct conn *conns[MAX_CONNS + 2 * MAX_CLIENTS]; /* every open connection, for the tick */
+	size_t n_slots;
 	/* counters for /metrics */
 	uint64_t events_received, frames_received, duplicates;
 	double blind_seconds;
-	/* ingest latency (action time -> durable here), log2 buckets of microseconds */
-	uint64_t lat_bucket[32], lat_count;
+	/* ingest latency (action time -> durable here), see LAT_BUCKETS */
+	uint64_t lat_bucket[LAT_BUCKETS], lat_count;
 	double lat_sum_s;
 	struct sl_canary_sched *canary; /* scheduled canaries, or NULL */
 };
@@ -179,6 +213,7 @@ static int send_frame(struct server *s, struct conn *c, uint8_t type, const uint
 static int send_ack(struct server *s, struct conn *c, uint64_t seq)
 {
 	uint8_t p[SL_FRAME_ACK_LEN];
+	c->last_ack_ns = sl_now_monotonic_ns();
 	sl_frame_ack_payload(seq, p);
 	return send_frame(s, c, SL_FRAME_ACK, p, sizeof(p));
 }
@@ -191,16 +226,57 @@ static void send_error(struct server *s, struct conn *c, uint16_t code, const ch
 		send_frame(s, c, SL_FRAME_ERROR, p, (size_t)n);
 }
 
+/* Take a slot in s->conns for c (the caller checked the caps). */
+static void conn_register(struct server *s, struct conn *c)
+{
+	c->slot = s->n_slots;
+	s->conns[s->n_slots++] = c;
+	c->opened_ns = sl_now_monotonic_ns();
+}
+
+/* Close c now (fd, epoll, counters, registry); free it later (reap), since an event of the same
+ * epoll batch or a batch at the line checker may still point to it. Closing twice is a no-op. */
 static void conn_close(struct server *s, struct conn *c)
 {
+	if (c->closed)
+		return;
+	c->closed = true;
 	if (c->sb)
 		c->sb->connected = false;
 	epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
+	if (c->kind == CONN_INGEST) {
+		s->n_conns--;
+		if (!c->hello)
+			s->n_unauth--;
+	} else {
+		s->n_clients[c->kind]--;
+	}
+	/* swap-remove from the registry */
+	struct conn *last = s->conns[--s->n_slots];
+	s->conns[c->slot] = last;
+	last->slot = c->slot;
 	sl_frame_ctx_wipe(&c->ctx);
 	free(c->rbuf);
-	free(c);
-	s->n_conns--;
+	c->rbuf = NULL;
+	free(c->resp);
+	c->resp = NULL;
+	c->grave_next = s->graveyard;
+	s->graveyard = c;
+}
+
+/* Free the closed connections that no batch at the line checker refers to any more. */
+static void reap(struct server *s, bool all)
+{
+	for (struct conn **pp = &s->graveyard; *pp;) {
+		struct conn *c = *pp;
+		if (c->in_check && !all) {
+			pp = &c->grave_next;
+			continue;
+		}
+		*pp = c->grave_next;
+		free(c);
+	}
 }
 
 struct known {
@@ -384,6 +460,7 @@ static int on_hello(struct server *s, struct conn *c, size_t *used)
 	sb->last_frame_ns = sl_now_realtime_ns();
 	c->sb = sb;
 	c->hello = true;
+	s->n_unauth--;
 	sl_store_last(s->st, sid, &last, head);
 	return send_ack(s, c, last) < 0 ? -1 : 0;
 }
@@ -523,48 +600,39 @@ static void detect(struct server *s, struct sandbox *sb, const struct sl_store_e
 	logf_(s, "sandbox %s: %s: %s", sb->id, d.kind, d.detail);
 }
 
-static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
+/* The histogram bucket of a latency of us microseconds: 0..3 hold 0..3 us exactly; from 4 us on,
+ * bucket 4e+m holds [(4+m) << (e-2), (5+m) << (e-2)) for the leading bit e >= 2 and the next two
+ * bits m (so buckets 4..7 stay empty). The last bucket takes everything from 2^31 us on. */
+static unsigned lat_bucket_of(int64_t us)
 {
-	struct sl_frame_events_iter it;
-	sl_frame_events_begin(f, &it);
-	const uint8_t *line;
-	size_t len, n = 0;
-	static struct sl_line_info info[1]; /* reused: fields are copied into the batch as views */
-	bool ended = false;
-	const char *bad = NULL;
-	while (sl_frame_events_next(&it, &line, &len)) {
-		const char *why;
-		if (sl_line_check(s->chk, (const char *)line, len, info, &why) < 0) {
-			reject(s, "bad_line");
-			bad = "a line does not check out";
-			break;
-		}
-		if (strcmp(info->sandbox_id, c->sb->id) != 0) {
-			/* Authenticated by this sandbox's key, but naming another: never stored. */
-			reject(s, "other_sandbox");
-			bad = "a line names another sandbox";
-			break;
-		}
-		/* Views into the frame: the line holds the class, prev_hash and hash at known places. */
-		const char *cls = memmem(line, len, "\"class\":\"", 9);
-		/* ...,"prev_hash":"<64>","hash":"<64>"}  (shape checked by sl_line_check) */
-		const char *hash = (const char *)line + len - 2 - 64;
-		const char *prev = hash - (sizeof("\",\"hash\":\"") - 1) - 64;
-		s->batch[n] = (struct sl_store_event){.seq = info->seq,
-						      .time_ns = info->time_ns,
-						      .class_name = cls + 9,
-						      .class_len = strlen(info->cls),
-						      .prev_hash = prev,
-						      .hash = hash,
-						      .line = (const char *)line,
-						      .line_len = len};
-		if (!strcmp(info->cls, "record.end"))
-			ended = true;
-		n++;
-	}
+	if (us < 4)
+		return us < 0 ? 0 : (unsigned)us;
+	unsigned e = 63u - (unsigned)__builtin_clzll((unsigned long long)us);
+	if (e >= LAT_BUCKETS / 4)
+		return LAT_BUCKETS - 1;
+	return 4 * e + (unsigned)((us >> (e - 2)) & 3);
+}
+
+/* The upper bound (exclusive, microseconds) of bucket b; 0 for the unused buckets 4..7. */
+static uint64_t lat_bucket_upper_us(unsigned b)
+{
+	if (b < 4)
+		return b + 1;
+	unsigned e = b / 4, m = b % 4;
+	return e < 2 ? 0 : (uint64_t)(5 + m) << (e - 2);
+}
+
+/* The line checker has checked batch b of connection c (not closed): store the good lines, count
+ * and acknowledge. Returns 0, or -1 to close the connection. */
+static int finish_events(struct server *s, struct conn *c, struct sl_checked_batch *b)
+{
+	size_t n = b->n;
+	const char *bad = b->bad;
+	if (b->reject)
+		reject(s, b->reject);
 	uint64_t last = 0;
 	size_t dups = 0;
-	int r = n ? sl_store_append_events(s->st, c->sb->id, s->batch, n, sl_now_realtime_ns(), &last, &dups) : 0;
+	int r = n ? sl_store_append_events(s->st, c->sb->id, b->ev, n, sl_now_realtime_ns(), &last, &dups) : 0;
 	if (!n)
 		sl_store_last(s->st, c->sb->id, &last, NULL);
 	if (r == -EPROTO) {
@@ -581,30 +649,24 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 	s->duplicates += dups;
 	int64_t now_ns = sl_now_realtime_ns();
 	if (n)
-		c->sb->delay_ns = now_ns - s->batch[n - 1].time_ns;
+		c->sb->delay_ns = now_ns - b->ev[n - 1].time_ns;
 	for (size_t i = 0; i < n; i++) {
-		if (i >= dups && s->batch[i].seq <= last) { /* inserted now (resends come first) */
+		if (i >= dups && b->ev[i].seq <= last) { /* inserted now (resends come first) */
 			s->events_received++;
-			int64_t lat_us = (now_ns - s->batch[i].time_ns) / 1000;
-			unsigned b = 0;
-			while (lat_us > 1 && b < 31) {
-				lat_us >>= 1;
-				b++;
-			}
-			s->lat_bucket[b]++;
+			s->lat_bucket[lat_bucket_of((now_ns - b->ev[i].time_ns) / 1000)]++;
 			s->lat_count++;
-			s->lat_sum_s += (double)(now_ns - s->batch[i].time_ns) / 1e9;
-			detect(s, c->sb, &s->batch[i], now_ns);
+			s->lat_sum_s += (double)(now_ns - b->ev[i].time_ns) / 1e9;
+			detect(s, c->sb, &b->ev[i], now_ns);
 		}
 	}
-	for (size_t i = dups; i < n && s->batch[i].seq <= last; i++)
-		if ((s->batch[i].class_len > 7 && !memcmp(s->batch[i].class_name, "export.", 7)) ||
-		    (s->batch[i].class_len == 14 && !memcmp(s->batch[i].class_name, "control.action", 14)))
-			on_export_event(s, c->sb, &s->batch[i]);
+	for (size_t i = dups; i < n && b->ev[i].seq <= last; i++)
+		if ((b->ev[i].class_len > 7 && !memcmp(b->ev[i].class_name, "export.", 7)) ||
+		    (b->ev[i].class_len == 14 && !memcmp(b->ev[i].class_name, "control.action", 14)))
+			on_export_event(s, c->sb, &b->ev[i]);
 	for (size_t i = dups; r == 0 && i < n; i++)
-		if (s->batch[i].seq == 1 && s->batch[i].seq <= last && !strncmp(s->batch[i].class_name, "record.begin\"", 13))
-			runtime_from_begin(s, c->sb->id, s->batch[i].line, s->batch[i].line_len);
-	if (ended && r == 0 && !bad) {
+		if (b->ev[i].seq == 1 && b->ev[i].seq <= last && !strncmp(b->ev[i].class_name, "record.begin\"", 13))
+			runtime_from_begin(s, c->sb->id, b->ev[i].line, b->ev[i].line_len);
+	if (b->ended && r == 0 && !bad) {
 		c->sb->ended = true;
 		int64_t end = sl_now_realtime_ns();
 		sl_store_end(s->st, c->sb->id, end);
@@ -618,6 +680,7 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 			c->sb->reported_alert_id = 0;
 		}
 	}
+	/* ACK only now: after the commit (sl_store_append_events returned). */
 	if (send_ack(s, c, last) < 0)
 		return -1;
 	if (bad) {
@@ -626,6 +689,48 @@ static int on_events(struct server *s, struct conn *c, const struct sl_frame *f)
 		send_error(s, c, SL_FRAME_ERR_PROTOCOL, bad);
 		return -1;
 	}
+	return 0;
+}
+
+/* A batch is back from the line checker: finish it unless its connection was closed meanwhile
+ * (then nothing of it is stored or acknowledged: the sender resends after its last ACK). */
+static void on_checked(struct server *s, struct sl_checked_batch *b)
+{
+	struct conn *c = b->owner;
+	c->in_check--;
+	if (!c->closed && finish_events(s, c, b) < 0)
+		conn_close(s, c);
+	sl_linecheck_put(s->lc, b);
+}
+
+static void drain_checked(struct server *s)
+{
+	struct sl_checked_batch *b;
+	while ((b = sl_linecheck_done(s->lc, false)))
+		on_checked(s, b);
+}
+
+/* Hand an authenticated EVENTS frame of c to the line checker (a copy of its payload: the receive
+ * buffer moves on). With every batch in flight, first finish the oldest one here, which may close
+ * c. Returns 0, 1 if c was closed meanwhile, or -errno. */
+static int submit_events(struct server *s, struct conn *c, const struct sl_frame *f)
+{
+	int err = 0;
+	struct sl_checked_batch *b;
+	while (!(b = sl_linecheck_get(s->lc, f->payload_len, f->event_count, &err))) {
+		if (err != -EBUSY)
+			return err;
+		struct sl_checked_batch *d = sl_linecheck_done(s->lc, true);
+		if (d)
+			on_checked(s, d);
+		if (c->closed)
+			return 1;
+	}
+	memcpy(b->payload, f->payload, f->payload_len);
+	b->owner = c;
+	snprintf(b->sandbox_id, sizeof(b->sandbox_id), "%s", c->sb->id);
+	c->in_check++;
+	sl_linecheck_submit(s->lc, b);
 	return 0;
 }
 
@@ -648,12 +753,27 @@ static int load_cb(void *arg, const struct sl_store_health *h)
 	return 0;
 }
 
+/* Close c for a fault in its stream, but first finish its batches still at the line checker, so
+ * that what it sent before the fault is stored and acknowledged as if checked inline. */
+static void close_after_checks(struct server *s, struct conn *c)
+{
+	while (c->in_check && !c->closed) {
+		struct sl_checked_batch *d = sl_linecheck_done(s->lc, true);
+		if (!d)
+			break;
+		on_checked(s, d);
+	}
+	conn_close(s, c);
+}
+
 static void on_readable(struct server *s, struct conn *c)
 {
+	if (c->closed)
+		return;
 	for (;;) {
 		if (c->rlen == SL_FRAME_MAX_FRAME) {
 			reject(s, "oversize");
-			conn_close(s, c);
+			close_after_checks(s, c);
 			return;
 		}
 		ssize_t n = recv(c->fd, c->rbuf + c->rlen, SL_FRAME_MAX_FRAME - c->rlen, MSG_DONTWAIT);
@@ -664,16 +784,17 @@ static void on_readable(struct server *s, struct conn *c)
 				if (sl_frame_decode_eof(c->rbuf, c->rlen, &c->ctx, &f, &used) == -EBADMSG)
 					reject(s, sl_frame_reject_name(f.reject));
 			}
-			conn_close(s, c);
+			close_after_checks(s, c);
 			return;
 		}
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				return;
-			conn_close(s, c);
+			close_after_checks(s, c);
 			return;
 		}
 		c->rlen += (size_t)n;
+		size_t off = 0; /* bytes of rbuf consumed: moved out once, after the frames in it */
 		for (;;) {
 			size_t used = 0;
 			if (!c->hello) {
@@ -681,32 +802,37 @@ static void on_readable(struct server *s, struct conn *c)
 				if (r == 1)
 					break;
 				if (r < 0) {
-					conn_close(s, c);
+					close_after_checks(s, c);
 					return;
 				}
 			} else {
 				struct sl_frame f;
-				int r = sl_frame_decode(c->rbuf, c->rlen, &c->ctx, &f, &used);
+				int r = sl_frame_decode(c->rbuf + off, c->rlen - off, &c->ctx, &f, &used);
 				if (r == -EAGAIN)
 					break;
 				if (r < 0) {
 					reject(s, r == -EBADMSG ? sl_frame_reject_name(f.reject) : "bad_frame");
-					conn_close(s, c);
+					close_after_checks(s, c);
 					return;
 				}
 				sl_frame_ctx_accept(&c->ctx, &f);
 				s->frames_received++;
 				c->sb->last_frame_ns = sl_now_realtime_ns();
 				if (f.type == SL_FRAME_EVENTS) {
-					if (on_events(s, c, &f) < 0) {
-						conn_close(s, c);
+					int er = submit_events(s, c, &f);
+					if (er == 1)
+						return; /* closed while an older batch was finished */
+					if (er < 0) {
+						reject(s, "store_error");
+						send_error(s, c, SL_FRAME_ERR_INTERNAL, "out of memory");
+						close_after_checks(s, c);
 						return;
 					}
 				} else if (f.type == SL_FRAME_HEARTBEAT) {
 					struct sl_frame_heartbeat hb;
 					if (sl_frame_heartbeat_parse(f.payload, f.payload_len, &hb) < 0) {
 						reject(s, "bad_payload");
-						conn_close(s, c);
+						close_after_checks(s, c);
 						return;
 					}
 					struct sl_store_counters sc = {hb.emitted, hb.recorded, hb.exported,
@@ -723,13 +849,16 @@ static void on_readable(struct server *s, struct conn *c)
 					uint64_t last = 0;
 					sl_store_last(s->st, c->sb->id, &last, NULL);
 					if (send_ack(s, c, last) < 0) {
-						conn_close(s, c);
+						close_after_checks(s, c);
 						return;
 					}
 				}
 			}
-			memmove(c->rbuf, c->rbuf + used, c->rlen - used);
-			c->rlen -= used;
+			off += used;
+		}
+		if (off) {
+			memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+			c->rlen -= off;
 		}
 	}
 }
@@ -883,6 +1012,37 @@ static void tick(struct server *s)
 	}
 }
 
+/* Connections, every tick: deadlines for the handshake and for operator/metrics requests, and a
+ * keep-alive ACK (the stored head, committed) to each idle authenticated connection, so that a
+ * supervisor's watchdog (`sightline run --max-blind-ms`) hears from a healthy collector at least
+ * every KEEPALIVE_ACK_MS plus a tick, not only when it answers the once-a-second heartbeat. At most
+ * one such ACK per connection per tick: the rate stays bounded. */
+static void tick_conns(struct server *s)
+{
+	int64_t now = sl_now_monotonic_ns();
+	for (size_t i = 0; i < s->n_slots;) {
+		struct conn *c = s->conns[i];
+		int64_t age_ms = (now - c->opened_ns) / 1000000;
+		if (c->kind == CONN_INGEST && !c->hello && age_ms >= HANDSHAKE_MS) {
+			reject(s, "handshake_timeout");
+			conn_close(s, c); /* swaps another connection into slot i */
+			continue;
+		}
+		if (c->kind != CONN_INGEST && age_ms >= CLIENT_MS) {
+			conn_close(s, c);
+			continue;
+		}
+		if (c->kind == CONN_INGEST && c->hello && (now - c->last_ack_ns) / 1000000 >= KEEPALIVE_ACK_MS) {
+			uint64_t last = 0;
+			if (sl_store_last(s->st, c->sb->id, &last, NULL) < 0 || send_ack(s, c, last) < 0) {
+				conn_close(s, c);
+				continue;
+			}
+		}
+		i++;
+	}
+}
+
 static int risk_rank(const char *r)
 {
 	return !strcmp(r, "high") ? 3 : !strcmp(r, "low") ? 1 : 2;
@@ -907,51 +1067,33 @@ static bool gate_request(char *req, const char **cls, const char **cred)
 /* The dispatch gate: closed for a risk class while any running sandbox of that class or above is
  * blind. Answered on the operator socket to "GATE <class> [<credential_ref>]\n" with "open\n",
  * "closed <why>\n", or "revoked credential reference <ref> is revoked\n" (never open for a revoked one).
- * Only root or the collector's own uid may ask (SO_PEERCRED): the answer steers dispatch. */
-static void on_admin(struct server *s, int lfd)
+ * Only root or the collector's own uid may ask (SO_PEERCRED, checked at accept): the answer steers
+ * dispatch. request is the request line without its newline. */
+static void admin_answer(struct server *s, const char *request, char *resp, size_t cap)
 {
-	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
-		struct ucred cr;
-		socklen_t cl = sizeof(cr);
-		char req[320] = "", resp[256];
-		const char *gcls = NULL, *gcred = NULL;
-		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || (cr.uid != 0 && cr.uid != geteuid())) {
-			snprintf(resp, sizeof(resp), "denied\n");
-		} else {
-			ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
-			req[n > 0 ? n : 0] = '\0';
-			char *nl = strchr(req, '\n');
-			if (nl)
-				*nl = '\0';
-			if (!strcmp(req, "DB")) {
-				/* The readers (status, events, alerts --collector) open the store itself,
-				 * read-only, concurrently with us (WAL). */
-				snprintf(resp, sizeof(resp), "db %s\n", s->cfg->db_path);
-			} else if (!gate_request(req, &gcls, &gcred)) {
-				snprintf(resp, sizeof(resp), "error: expected GATE high|medium|low [CREDENTIAL_REF]\n");
-			} else if (gcred && sl_store_is_revoked(s->st, gcred) == 1) {
-				/* A revoked credential reference starts nothing, whatever the visibility. */
-				snprintf(resp, sizeof(resp), "revoked credential reference %.200s is revoked\n", gcred);
-			} else {
-				snprintf(resp, sizeof(resp), "open\n");
-				int want = risk_rank(gcls);
-				for (size_t i = 0; !s->cfg->gate_disabled && i < s->n_sbx; i++) {
-					struct sandbox *b = &s->sbx[i];
-					if (!b->ended && !strcmp(b->state, "blind") && risk_rank(b->risk) >= want) {
-						snprintf(resp, sizeof(resp), "closed sandbox %s (risk %s) blind since %lld\n",
-							 b->id, b->risk, (long long)b->last_frame_ns);
-						break;
-					}
-				}
+	char req[CLIENT_REQ_MAX + 1];
+	const char *gcls = NULL, *gcred = NULL;
+	snprintf(req, sizeof(req), "%s", request);
+	if (!strcmp(req, "DB")) {
+		/* The readers (status, events, alerts --collector) open the store itself,
+		 * read-only, concurrently with us (WAL). */
+		snprintf(resp, cap, "db %s\n", s->cfg->db_path);
+	} else if (!gate_request(req, &gcls, &gcred)) {
+		snprintf(resp, cap, "error: expected GATE high|medium|low [CREDENTIAL_REF]\n");
+	} else if (gcred && sl_store_is_revoked(s->st, gcred) == 1) {
+		/* A revoked credential reference starts nothing, whatever the visibility. */
+		snprintf(resp, cap, "revoked credential reference %.200s is revoked\n", gcred);
+	} else {
+		snprintf(resp, cap, "open\n");
+		int want = risk_rank(gcls);
+		for (size_t i = 0; !s->cfg->gate_disabled && i < s->n_sbx; i++) {
+			struct sandbox *b = &s->sbx[i];
+			if (!b->ended && !strcmp(b->state, "blind") && risk_rank(b->risk) >= want) {
+				snprintf(resp, cap, "closed sandbox %s (risk %s) blind since %lld\n", b->id, b->risk,
+					 (long long)b->last_frame_ns);
+				break;
 			}
 		}
-		(void)!send(fd, resp, strlen(resp), MSG_NOSIGNAL | MSG_DONTWAIT);
-		close(fd);
 	}
 }
 
@@ -985,18 +1127,12 @@ static int drop_cb(void *arg, const struct sl_store_health *h)
 	return 0;
 }
 
-/* GET /metrics, Prometheus text format, loopback only. One request per connection. */
-static void on_metrics(struct server *s, int lfd)
+/* GET /metrics, Prometheus text format, loopback only. One request per connection. Sets c->resp
+ * (the whole HTTP response) or leaves it NULL if out of memory. */
+static void metrics_answer(struct server *s, struct conn *c)
 {
-	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
-		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		char req[1024];
-		ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
-		req[n > 0 ? n : 0] = '\0';
+	const char *req = c->req;
+	{
 		static char body[65536];
 		struct mbuf m = {.p = body, .cap = sizeof(body)};
 		unsigned blind = 0, lagging = 0, healthy = 0;
@@ -1023,10 +1159,13 @@ static void on_metrics(struct server *s, int lfd)
 		     (unsigned long long)hs.dropped);
 		mput(&m, "# TYPE sightline_ingest_latency_seconds histogram\n");
 		uint64_t cum = 0;
-		for (unsigned b = 0; b < 32; b++) {
+		for (unsigned b = 0; b + 1 < LAT_BUCKETS; b++) {
 			cum += s->lat_bucket[b];
-			mput(&m, "sightline_ingest_latency_seconds_bucket{le=\"%.6f\"} %llu\n", (double)(1ULL << b) / 1e6,
-			     (unsigned long long)cum);
+			/* Latencies are counted in whole microseconds, truncated: every one in bucket b
+			 * was below its upper bound. */
+			if (lat_bucket_upper_us(b))
+				mput(&m, "sightline_ingest_latency_seconds_bucket{le=\"%.6f\"} %llu\n",
+				     (double)lat_bucket_upper_us(b) / 1e6, (unsigned long long)cum);
 		}
 		mput(&m, "sightline_ingest_latency_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)s->lat_count);
 		mput(&m, "sightline_ingest_latency_seconds_sum %.6f\nsightline_ingest_latency_seconds_count %llu\n",
@@ -1037,10 +1176,128 @@ static void on_metrics(struct server *s, int lfd)
 				  "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %zu\r\n"
 				  "Connection: close\r\n\r\n",
 				  ok ? "200 OK" : "404 Not Found", ok ? m.len : (size_t)0);
-		(void)!send(fd, head, (size_t)hl, MSG_NOSIGNAL);
-		if (ok)
-			(void)!send(fd, body, m.len, MSG_NOSIGNAL);
-		close(fd);
+		size_t bl = ok ? m.len : 0;
+		c->resp = malloc((size_t)hl + bl);
+		if (!c->resp)
+			return;
+		memcpy(c->resp, head, (size_t)hl);
+		memcpy(c->resp + hl, body, bl);
+		c->resp_len = (size_t)hl + bl;
+	}
+}
+
+/* Write what is left of c's response without blocking; close when done or when the peer is gone.
+ * Returns true if c is still open (waiting for EPOLLOUT). */
+static bool client_flush(struct server *s, struct conn *c)
+{
+	while (c->resp_off < c->resp_len) {
+		ssize_t w = send(c->fd, c->resp + c->resp_off, c->resp_len - c->resp_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+			epoll_ctl(s->ep, EPOLL_CTL_MOD, c->fd, &ev);
+			return true;
+		}
+		if (w <= 0)
+			break;
+		c->resp_off += (size_t)w;
+	}
+	conn_close(s, c);
+	return false;
+}
+
+static void client_respond_text(struct server *s, struct conn *c, const char *text)
+{
+	c->resp = strdup(text);
+	c->resp_len = c->resp ? strlen(text) : 0;
+	c->resp_off = 0;
+	client_flush(s, c);
+}
+
+/* An operator or metrics connection is readable (or writable again). The request is complete at
+ * its first newline (operator) or its blank line (HTTP); what arrives after it is ignored. */
+static void on_client(struct server *s, struct conn *c, uint32_t events)
+{
+	if (c->closed)
+		return;
+	if (c->resp) {
+		if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+			client_flush(s, c);
+		return;
+	}
+	for (;;) {
+		ssize_t n = recv(c->fd, c->req + c->req_len, CLIENT_REQ_MAX - c->req_len, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return; /* more later, or the tick's deadline */
+		if (n <= 0) {
+			conn_close(s, c);
+			return;
+		}
+		c->req_len += (size_t)n;
+		c->req[c->req_len] = '\0';
+		bool full = c->req_len == CLIENT_REQ_MAX;
+		if (c->kind == CONN_ADMIN) {
+			char *nl = strchr(c->req, '\n');
+			if (!nl && !full)
+				continue;
+			if (nl)
+				*nl = '\0';
+			char resp[512];
+			admin_answer(s, c->req, resp, sizeof(resp));
+			client_respond_text(s, c, resp);
+			return;
+		}
+		if (!full && !strstr(c->req, "\r\n\r\n") && !strstr(c->req, "\n\n"))
+			continue;
+		metrics_answer(s, c);
+		if (!c->resp) {
+			conn_close(s, c);
+			return;
+		}
+		client_flush(s, c);
+		return;
+	}
+}
+
+/* Accept operator (kind CONN_ADMIN) or metrics connections: non-blocking, capped, each with a
+ * deadline (tick). The operator's peer must be root or our own uid. */
+static void on_client_accept(struct server *s, int lfd, enum conn_kind kind)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (s->n_clients[kind] >= MAX_CLIENTS) {
+			/* Dropped, not queued: a local user holding many connections open gets only
+			 * them refused, and ingest goes on. */
+			reject(s, kind == CONN_ADMIN ? "too_many_operator_connections" : "too_many_metrics_connections");
+			close(fd);
+			continue;
+		}
+		struct conn *c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->kind = kind;
+		c->fd = fd;
+		s->n_clients[kind]++;
+		conn_register(s, c);
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+		epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev);
+		if (kind == CONN_ADMIN) {
+			struct ucred cr;
+			socklen_t cl = sizeof(cr);
+			if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+			    (cr.uid != 0 && cr.uid != geteuid())) {
+				client_respond_text(s, c, "denied\n");
+				continue;
+			}
+		}
+		on_client(s, c, EPOLLIN); /* the request may be there already */
 	}
 }
 
@@ -1082,6 +1339,24 @@ static void on_accept(struct server *s, int lfd)
 			close(fd);
 			continue;
 		}
+		if (s->n_unauth >= MAX_UNAUTH) {
+			/* Connections that have not proven a key yet are cheap to open: cap them by
+			 * closing the OLDEST waiting one, not by refusing the new one. A supervisor sends
+			 * its HELLO within milliseconds of the CHALLENGE, so a flood of silent connections
+			 * evicts mostly its own and cannot lock supervisors out. */
+			struct conn *old = NULL;
+			for (size_t i = 0; i < s->n_slots; i++) {
+				struct conn *o = s->conns[i];
+				if (o->kind == CONN_INGEST && !o->hello && (!old || o->opened_ns < old->opened_ns))
+					old = o;
+			}
+			reject(s, "too_many_unauthenticated");
+			if (!old) {
+				close(fd);
+				continue;
+			}
+			conn_close(s, old);
+		}
 		struct conn *c = calloc(1, sizeof(*c));
 		uint8_t *rb = malloc(SL_FRAME_MAX_FRAME);
 		if (!c || !rb) {
@@ -1090,11 +1365,14 @@ static void on_accept(struct server *s, int lfd)
 			close(fd);
 			continue;
 		}
+		c->kind = CONN_INGEST;
 		c->fd = fd;
 		c->rbuf = rb;
 		sl_frame_ctx_init(&c->ctx, SL_FRAME_ROLE_COLLECTOR, NULL);
 		sl_frame_ctx_new_challenge(&c->ctx);
 		s->n_conns++;
+		s->n_unauth++;
+		conn_register(s, c);
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
 		epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev);
 		if (send_frame(s, c, SL_FRAME_CHALLENGE, c->ctx.challenge, SL_FRAME_CHALLENGE_LEN) < 0)
@@ -1114,21 +1392,24 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 		free(s);
 		return r;
 	}
-	s->batch = calloc(MAX_BATCH, sizeof(*s->batch));
 	s->wbuf = malloc(SL_FRAME_MAX_FRAME);
 	s->ep = epoll_create1(EPOLL_CLOEXEC);
-	if (!s->batch || !s->wbuf || s->ep < 0 || sl_line_checker_new(&s->chk) < 0) {
+	int lc_efd = -1;
+	if (!s->wbuf || s->ep < 0 || sl_linecheck_start(&s->lc, &lc_efd) < 0) {
 		r = -ENOMEM;
 		goto out;
 	}
+	struct epoll_event lcev = {.events = EPOLLIN, .data.u64 = 4};
+	epoll_ctl(s->ep, EPOLL_CTL_ADD, lc_efd, &lcev);
 	/* Sandboxes that were running when the collector stopped: watch them from their last
 	 * evidence, so the time the collector itself was down counts as blind, not as nothing. */
 	struct sl_store_filter running = {0};
 	sl_store_each_health(s->st, &running, load_cb, s);
 	s->key_ids = calloc(MAX_KEY_IDS, sizeof(*s->key_ids));
 	sl_store_each_health(s->st, &running, key_id_load_cb, s);
-	/* Judge them before anyone can ask the gate: a sandbox silent past its limit while the
-	 * collector was down is blind now, not "healthy" as last stored. */
+	/* Judge them at once, before any supervisor can reconnect: a sandbox that was silent past its
+	 * limit while the collector was down is blind (an alert from its last evidence), whether or
+	 * not its supervisor's HELLO beats the first tick. */
 	tick(s);
 	int lfds[SL_COLLECTD_MAX_LISTEN];
 	for (int i = 0; i < cfg->n_listen; i++) {
@@ -1195,32 +1476,51 @@ int sl_collectd_run(const struct sl_collectd_cfg *cfg)
 	for (bool stop = false; !stop;) {
 		struct epoll_event evs[64];
 		int n = epoll_wait(s->ep, evs, 64, -1);
+		bool do_tick = false;
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = evs[i].data.u64;
 			if (tag == 2) {
 				stop = true;
+			} else if (tag == 4) {
+				uint64_t x;
+				(void)!read(lc_efd, &x, sizeof(x));
+				drain_checked(s);
 			} else if (tag == 3) {
 				uint64_t x;
 				(void)!read(tfd, &x, sizeof(x));
-				tick(s);
+				do_tick = true;
 			} else if ((tag & 3) == 1) {
 				on_accept(s, (int)(tag >> 2));
 			} else if ((tag & 3) == 3) {
-				on_admin(s, (int)(tag >> 2));
+				on_client_accept(s, (int)(tag >> 2), CONN_ADMIN);
 			} else if ((tag & 3) == 2) {
-				on_metrics(s, (int)(tag >> 2));
+				on_client_accept(s, (int)(tag >> 2), CONN_METRICS);
 			} else {
-				on_readable(s, evs[i].data.ptr);
+				struct conn *c = evs[i].data.ptr;
+				if (c->kind == CONN_INGEST)
+					on_readable(s, c);
+				else
+					on_client(s, c, evs[i].events);
 			}
 		}
+		/* After the batch: the tick may close connections that later events of the same batch
+		 * would still point to. */
+		if (do_tick) {
+			tick(s);
+			tick_conns(s);
+		}
+		reap(s, false);
 	}
 	logf_(s, "collector stopping");
 	r = 0;
 out:
 	sl_canary_sched_free(s->canary);
-	sl_line_checker_free(s->chk);
+	/* Batches still at the checker are dropped unacknowledged: their senders resend them. */
+	sl_linecheck_stop(s->lc);
+	while (s->n_slots)
+		conn_close(s, s->conns[s->n_slots - 1]);
+	reap(s, true);
 	sl_store_close(s->st);
-	free(s->batch);
 	free(s->wbuf);
 	free(s->key_ids);
 	free(s);

@@ -21,9 +21,13 @@
 /* Tuning (measured in tests/unit/test_store.c; see docs/collector-schema.md). */
 #define BUSY_TIMEOUT_MS	 5000
 #define CACHE_KIB	 32768 /* page cache of the connection */
-#define CHECKPOINT_PAGES 1000  /* wake the checkpointer when the WAL holds this many pages */
+#define CHECKPOINT_PAGES 1000  /* wake the checkpointer when the WAL holds this many 4 KiB pages */
 #define CHECKPOINT_HELP	 16384 /* the writer completes the checkpoint itself past this (64 MiB) */
 #define CHECKPOINT_FORCE 65536 /* the writer checkpoints itself (RESTART) past this (256 MiB) */
+/* Page size of a new store: 8 KiB pages cost ~8 % less CPU per ~650-byte event than SQLite's
+ * default 4 KiB (fewer page splits and WAL frames; 16 KiB was slower). An existing file keeps its
+ * page size. The checkpoint thresholds above count 4 KiB pages: the WAL hook scales them. */
+#define NEW_PAGE_SIZE 8192
 #define WAL_SIZE_LIMIT	 (64 << 20)
 
 static const char schema_sql[] =
@@ -45,8 +49,6 @@ static const char schema_sql[] =
     " received_ns INTEGER NOT NULL,"
     " line TEXT NOT NULL,"
     " PRIMARY KEY(sandbox_id, seq)) WITHOUT ROWID;"
-    "CREATE INDEX events_time ON events(time_ns);"
-    "CREATE INDEX events_class_time ON events(class, time_ns);"
     "CREATE TABLE health("
     " sandbox_id TEXT PRIMARY KEY NOT NULL REFERENCES bindings(sandbox_id),"
     " state TEXT NOT NULL CHECK(state IN ('healthy','lagging','blind','ended')),"
@@ -157,6 +159,7 @@ struct sl_store {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_COUNT];
 	int64_t default_max_pages;
+	int64_t page_kib; /* page size in KiB */
 	char *path;
 	/* The background checkpointer (see ckpt_main). */
 	pthread_mutex_t ckpt_mu;
@@ -359,7 +362,29 @@ static int pragma_wal(struct sl_store *s)
 	return r;
 }
 
-/* Create the schema if the file has none; refuse a newer or foreign one. */
+/* Version 1 -> 2: the events table loses its two secondary indexes (each cost 15-25 % of the insert
+ * rate, docs/collector-schema.md); nothing else changed. One transaction, so a crash leaves v1 or v2.
+ * *ver becomes what the file now is (another opener may have migrated it first). */
+static int migrate_v1(struct sl_store *s, int64_t *ver)
+{
+	int r = tx_begin(s);
+	if (r < 0)
+		return r;
+	if ((r = query_int(s, "PRAGMA user_version", ver)) < 0)
+		goto rollback;
+	if (*ver == 1) {
+		if ((r = exec_sql(s, "DROP INDEX IF EXISTS events_time; DROP INDEX IF EXISTS events_class_time;"
+				     " PRAGMA user_version=2;")) < 0)
+			goto rollback;
+		*ver = 2;
+	}
+	return tx_commit(s);
+rollback:
+	tx_rollback(s);
+	return r;
+}
+
+/* Create the schema if the file has none; migrate an older one; refuse a newer or foreign one. */
 static int ensure_schema(struct sl_store *s)
 {
 	int64_t ver = 0, app = 0, tables = 0;
@@ -393,6 +418,12 @@ static int ensure_schema(struct sl_store *s)
 		if ((r = tx_commit(s)) < 0)
 			return r;
 	}
+	/* A read-only connection reads a version 1 store as it is (the tables are the same); the
+	 * writer migrates it. */
+	if (ver == 1 && sqlite3_db_readonly(s->db, "main") != 1 && (r = migrate_v1(s, &ver)) < 0)
+		return r;
+	if (ver == 1)
+		ver = SL_STORE_SCHEMA_VERSION; /* readable as version 2 */
 	if (ver > SL_STORE_SCHEMA_VERSION)
 		return failf(s, -EPROTO,
 			     "the store's schema version %" PRId64 " is newer than this build's (%d)", ver,
@@ -453,6 +484,7 @@ static void *ckpt_main(void *arg)
 static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 {
 	struct sl_store *s = arg;
+	pages = (int)((int64_t)pages * s->page_kib / 4); /* in 4 KiB pages, as the thresholds */
 	if (pages < CHECKPOINT_PAGES)
 		return SQLITE_OK;
 	bool inline_ckpt = pages >= CHECKPOINT_HELP;
@@ -552,9 +584,15 @@ int sl_store_open(const char *path, struct sl_store **out)
 		 "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-%d;"
 		 " PRAGMA journal_size_limit=%d;",
 		 CACHE_KIB, WAL_SIZE_LIMIT);
-	if ((r = pragma_wal(s)) < 0 || (r = exec_sql(s, tune)) < 0 || (r = ensure_schema(s)) < 0 ||
-	    (r = query_int(s, "PRAGMA max_page_count", &s->default_max_pages)) < 0)
+	/* page_size first: it only takes effect on a file that is still empty (before WAL mode). */
+	char psz[64];
+	snprintf(psz, sizeof(psz), "PRAGMA page_size=%d", NEW_PAGE_SIZE);
+	int64_t page = 0;
+	if ((r = exec_sql(s, psz)) < 0 || (r = pragma_wal(s)) < 0 || (r = exec_sql(s, tune)) < 0 ||
+	    (r = ensure_schema(s)) < 0 || (r = query_int(s, "PRAGMA max_page_count", &s->default_max_pages)) < 0 ||
+	    (r = query_int(s, "PRAGMA page_size", &page)) < 0)
 		goto fail;
+	s->page_kib = page >= 1024 ? page / 1024 : 4;
 	sqlite3_wal_hook(s->db, wal_hook, s); /* replaces wal_autocheckpoint */
 	s->err[0] = '\0';
 	*out = s;

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SL_STORE_SCHEMA_VERSION 1
+#define SL_STORE_SCHEMA_VERSION 2 /* 1: with events_time, events_class_time (migrated at open) */
 #define SL_STORE_HASH_LEN	64 /* a hash is 64 lowercase hex characters */
 
 struct sl_store;

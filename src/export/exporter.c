@@ -318,7 +318,10 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 			/* One batch of whole lines, read back from the record. */
 			sl_frame_events_reset(batch);
 			uint64_t seq = exported;
-			char *line = e->linebuf;
+			/* The lines are contiguous in the record: read the next ones, up to about a
+			 * batch's worth (and never more than the line buffer), with one pread. */
+			uint64_t first = 0, got_end = 0;
+			char *line;
 			while (seq < e->n_lines && batch->count < BATCH_LINES && batch->len < BATCH_BYTES) {
 				uint64_t off = e->offs[seq];
 				uint64_t end = seq + 1 < e->n_lines ? e->offs[seq + 1] : e->scan_off;
@@ -327,10 +330,24 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 					r = -EBADMSG;
 					goto out;
 				}
-				if (pread(e->rfd, line, ll, (off_t)off) != (ssize_t)ll) {
-					r = -EIO;
-					goto out;
+				if (end > got_end) {
+					first = off;
+					uint64_t k = seq, rend = end;
+					while (k + 1 < e->n_lines && k + 1 - exported < BATCH_LINES) {
+						uint64_t nend = k + 2 < e->n_lines ? e->offs[k + 2] : e->scan_off;
+						if (nend - first > LINEBUF || nend - first > BATCH_BYTES)
+							break;
+						k++;
+						rend = nend;
+					}
+					size_t rl = (size_t)(rend - first);
+					if (pread(e->rfd, e->linebuf, rl, (off_t)first) != (ssize_t)rl) {
+						r = -EIO;
+						goto out;
+					}
+					got_end = rend;
 				}
+				line = e->linebuf + (off - first);
 				int ar = sl_frame_events_add(batch, line, ll - 1);
 				if (ar == -ENOSPC)
 					break;

@@ -442,3 +442,21 @@ JSON
 	[ "$(sqlite3 "$COLL_DB" "select count from rejects where reason='revoked_credential'")" -ge 1 ] || fail "revoked_credential not counted"
 	assert_eq "$(sqlite3 "$COLL_DB" "select count(*) from bindings where task='D'")" 0 "bindings of D"
 }
+
+# A healthy but idle high-risk sandbox with a supervisor watchdog limit well under the heartbeat
+# period (600 ms < 1 s) keeps running: the collector re-acknowledges idle connections (keep-alive
+# ACKs, docs/collector.md), so the watchdog hears from it often enough.
+test_idle_high_risk_small_max_blind() {
+	need_root
+	collector_start
+	trap 'collector_stop; rm -rf "$SL_TMP"' EXIT
+	mkdir -p "$SL_TMP/ws-root"
+	SL_RUN_FLAGS="--collector $COLL_ADDR --collector-secret $COLL_SECRET --risk-class high --max-blind-ms 600 --drain-seconds 1" \
+		sl_sandbox root -- /bin/sh -c 'sleep 3'
+	[ "$RC" = 0 ] || fail "idle workload stopped or failed (status $RC): $ERR"
+	expect_verified
+	if rec_has '.class=="control.action" and .action=="stop"'; then
+		fail "the watchdog stopped a healthy idle sandbox"
+	fi
+	rec_has '.class=="lifecycle.exit" and .reason=="exited"' || fail "exit reason is not 'exited'"
+}

@@ -142,3 +142,96 @@ test_hostile_collector() {
 		fail "${#HC_VIOLATIONS[@]} promise(s) of docs/protocol.md broken (see above)"
 	fi
 }
+
+# No local user can stall the collector: ingest connections that never complete a HELLO are closed
+# after the handshake deadline (counted handshake_timeout), at most 64 may wait at once (a new one
+# evicts the oldest waiting one, counted too_many_unauthenticated, so a flood cannot lock a
+# supervisor out), operator and metrics connections that send nothing block neither a valid
+# session nor the gate (metrics has its own cap of 32, the extra ones counted), and are closed
+# after their 2 s deadline, so a scrape then works; the latency histogram has 4 buckets per octave.
+test_collector_stall_resistance() {
+	command -v python3 >/dev/null || skip "needs python3"
+	command -v sqlite3 >/dev/null || skip "needs the sqlite3 command"
+	command -v curl >/dev/null || skip "needs curl"
+	HC_PY=$(python3 -c 'import sys; print(sys.executable)')
+	HC_SOCK=$SL_TMP/stall.sock HC_DB=$SL_TMP/stall.db HC_SECRET=$SL_TMP/stall.secret
+	(umask 077 && head -c 32 /dev/urandom >"$HC_SECRET")
+	local port
+	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	collectd_bg "$HC_SOCK" "$HC_DB" "$HC_SECRET" --admin "unix:$SL_TMP/stall.admin" --metrics "tcp:127.0.0.1:$port"
+	HC_PID=$BG_PID
+	trap 'kill "$HC_PID" 2>/dev/null || true; wait "$HC_PID" 2>/dev/null || true; kill "$HOLD_PID" 2>/dev/null || true; rm -rf "$SL_TMP"' EXIT
+	# 70 silent ingest connections, 40 silent metrics and 20 silent operator connections, held
+	# until $SL_TMP/held.release exists (at most 30 s).
+	"$HC_PY" - "$HC_SOCK" "$port" "$SL_TMP/stall.admin" "$SL_TMP/held" <<'PY' &
+import os, socket, sys, time
+ing, port, adm, flag = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+held = []
+for _ in range(70):
+    s = socket.socket(socket.AF_UNIX); s.connect(ing); held.append(s)
+for _ in range(40):
+    s = socket.socket(); s.connect(("127.0.0.1", port)); s.send(b"GET /met"); held.append(s)
+for _ in range(20):
+    s = socket.socket(socket.AF_UNIX); s.connect(adm); s.send(b"GA"); held.append(s)
+open(flag, "w").close()
+for _ in range(300):
+    if os.path.exists(flag + ".release"):
+        break
+    time.sleep(0.1)
+PY
+	HOLD_PID=$!
+	for _ in $(seq 1 100); do [ -e "$SL_TMP/held" ] && break; sleep 0.05; done
+	[ -e "$SL_TMP/held" ] || fail "the holder did not connect"
+	# With all of that open, a valid session and a gate query are served.
+	"$HC_PY" "$SL_ROOT/tests/hostile_client.py" "$HC_SOCK" "$HC_SECRET" "$SL_TMP/state.json" init >/dev/null
+	"$HC_PY" "$SL_ROOT/tests/hostile_client.py" "$HC_SOCK" "$HC_SECRET" "$SL_TMP/state.json" valid 3 >"$SL_TMP/valid.json" ||
+		fail "valid session while stalled connections are open: $(cat "$SL_TMP/valid.json")"
+	local gate
+	gate=$(python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1]); s.send(b"GATE low\n"); print(s.recv(100).decode().strip())' "$SL_TMP/stall.admin")
+	assert_eq "$gate" "open" "gate answer"
+	# The held metrics connections are closed at their 2 s deadline (still held by the client): a
+	# scrape then works.
+	sleep 2.5
+	curl -sf --max-time 5 "http://127.0.0.1:$port/metrics" >"$SL_TMP/metrics" || fail "no /metrics after the held connections' deadline"
+	assert_eq "$(sqlite3 "$HC_DB" "SELECT count FROM rejects WHERE reason='too_many_metrics_connections'")" 8 "too_many_metrics_connections rejects"
+	# 4 sub-buckets per power of two: consecutive bounds from 8 us on differ by at most 25 %.
+	python3 - "$SL_TMP/metrics" <<'PY' || fail "latency buckets too coarse: $(grep -c latency_seconds_bucket "$SL_TMP/metrics") buckets"
+import re, sys
+les = [float(m) for m in re.findall(r'latency_seconds_bucket\{le="([0-9.]+)"\}', open(sys.argv[1]).read())]
+big = [x for x in les if x >= 8e-6]
+assert len(big) > 80 and all(b / a <= 1.25 + 1e-9 for a, b in zip(big, big[1:])) and les == sorted(les), les
+PY
+	grep -q '^sightline_events_received_total 3$' "$SL_TMP/metrics" || fail "metrics: $(grep events_received "$SL_TMP/metrics")"
+	# The 6 silent connections beyond the cap, and the one the valid session's arrival pushed out,
+	# were evicted at once; after the handshake deadline (3 s) the other 63 are closed and counted.
+	local i
+	for i in $(seq 1 100); do
+		[ "$(sqlite3 "$HC_DB" "SELECT count FROM rejects WHERE reason='handshake_timeout'")" = 63 ] && break
+		sleep 0.1
+	done
+	assert_eq "$(sqlite3 "$HC_DB" "SELECT count FROM rejects WHERE reason='handshake_timeout'")" 63 "handshake_timeout rejects"
+	assert_eq "$(sqlite3 "$HC_DB" "SELECT count FROM rejects WHERE reason='too_many_unauthenticated'")" 7 "too_many_unauthenticated rejects"
+	touch "$SL_TMP/held.release"
+	wait "$HOLD_PID" || fail "the holder failed"
+	kill -0 "$HC_PID" || fail "the collector died"
+}
+
+# An idle, healthy connection hears from the collector several times a second (keep-alive ACKs of
+# the stored head), not only once per heartbeat: a supervisor's --max-blind-ms under 1.1 s holds.
+test_collector_keepalive_ack() {
+	command -v python3 >/dev/null || skip "needs python3"
+	HC_PY=$(python3 -c 'import sys; print(sys.executable)')
+	HC_SOCK=$SL_TMP/ka.sock HC_DB=$SL_TMP/ka.db HC_SECRET=$SL_TMP/ka.secret
+	(umask 077 && head -c 32 /dev/urandom >"$HC_SECRET")
+	collectd_bg "$HC_SOCK" "$HC_DB" "$HC_SECRET"
+	HC_PID=$BG_PID
+	trap 'kill "$HC_PID" 2>/dev/null || true; wait "$HC_PID" 2>/dev/null || true; rm -rf "$SL_TMP"' EXIT
+	"$HC_PY" "$SL_ROOT/tests/hostile_client.py" "$HC_SOCK" "$HC_SECRET" "$SL_TMP/state.json" init >/dev/null
+	"$HC_PY" "$SL_ROOT/tests/hostile_client.py" "$HC_SOCK" "$HC_SECRET" "$SL_TMP/state.json" idle 2 >"$SL_TMP/idle.json" ||
+		fail "idle session: $(cat "$SL_TMP/idle.json")"
+	echo "idle: $(cat "$SL_TMP/idle.json")"
+	# 2 s idle after the HELLO's ACK: keep-alives every 250 ms (on a 100 ms tick) give >= 5, and
+	# every gap below 700 ms; each is the stored head.
+	jq -e '.acks >= 5 and .max_gap_ms < 700 and .all_head' "$SL_TMP/idle.json" >/dev/null ||
+		fail "keep-alive ACKs: $(cat "$SL_TMP/idle.json")"
+}

@@ -874,13 +874,29 @@ static void test_schema_version(void)
 	char *p = path_in("version.db");
 	s = open_ok(p);
 	sl_store_close(s);
-	raw_exec(p, "PRAGMA user_version=2");
+	raw_exec(p, "PRAGMA user_version=3");
 	CHECK_EQ(sl_store_open(p, &s), -EPROTO);
 	CHECK(s == NULL);
 	CHECK(strstr(sl_store_errmsg(NULL), "newer"));
-	raw_exec(p, "PRAGMA user_version=1");
+	raw_exec(p, "PRAGMA user_version=2");
 	s = open_ok(p);
 	sl_store_close(s);
+	/* A version 1 store (with the two events indexes) is migrated to 2 at open: indexes gone. */
+	raw_exec(p, "CREATE INDEX events_time ON events(time_ns); CREATE INDEX events_class_time ON "
+		    "events(class, time_ns); PRAGMA user_version=1");
+	s = open_ok(p);
+	sl_store_close(s);
+	sqlite3 *db;
+	CHECK(sqlite3_open(p, &db) == SQLITE_OK);
+	sqlite3_stmt *q;
+	CHECK(sqlite3_prepare_v2(db, "SELECT (SELECT user_version FROM pragma_user_version),"
+				     " (SELECT count(*) FROM sqlite_schema WHERE name LIKE 'events_%')",
+				 -1, &q, NULL) == SQLITE_OK);
+	CHECK(sqlite3_step(q) == SQLITE_ROW);
+	CHECK_EQ(sqlite3_column_int(q, 0), 2);
+	CHECK_EQ(sqlite3_column_int(q, 1), 0);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
 	free(p);
 
 	/* Someone else's database. */
