@@ -63,8 +63,7 @@ static const struct sl_cap_class gvisor_classes[] = {
     {"process.clone", SL_OBS_GUEST_RUNTIME, f_clone, "sentry/clone point", 0},
     {"process.exit", SL_OBS_GUEST_RUNTIME, f_pexit, "sentry/exit_notify_parent (not the container's init)", 0},
     {"policy.deny", SL_OBS_GUEST_RUNTIME, f_deny,
-     "only opens refused with EROFS/EACCES/EPERM; the Sentry has no point for a refusal, hidden paths "
-     "are ENOENT and there is no network to deny",
+     "only for opens refused with EROFS/EACCES/EPERM",
      1u << SL_ACT_BLOCKED_CONNECT},
     {"lifecycle.start", SL_OBS_SUPERVISOR, f_start, "written by the launcher before runsc starts", 0},
     {"lifecycle.exit", SL_OBS_SUPERVISOR, f_exit, "from runsc run's exit status (the container's init)", 0},
