@@ -4,13 +4,11 @@
  * gaps, control and export lines. Keep it in step with gvisor_map.c: a field listed here that the
  * mapping does not write makes the static check lie, which the validator then shows. Every line of
  * a gVisor record says "observer": "gvisor-sentry" (one stamp per record, docs/gvisor.md). */
-#include <errno.h>
-#include <stdio.h>
-#include <string.h>
 
 #include "common/util.h"
 #include "common/version.h"
 #include "contract/caps.h"
+#include "sandbox/gvisor.h"
 
 /* sentry/execve (and container/start for init): no host pid, interpreter, inode or ppid (except
  * init's 0); uid/binary_mode/binary_uid only on sentry/execve, so not listed. */
@@ -75,20 +73,12 @@ static const struct sl_cap_class gvisor_classes[] = {
     {"record.end", SL_OBS_SUPERVISOR, f_end, NULL, 0},
 };
 
-/* runsc's own version line: an upgrade of runsc changes what the Sentry emits. */
+/* runsc's own version line: an upgrade of runsc changes what the Sentry emits. The same reading
+ * as the run's manifest (sl_gvisor_version: runsc's whole output is read before it is waited for,
+ * so it never dies of SIGPIPE on its second line), so an acceptance and a binding agree. */
 static int gvisor_version(char *buf, size_t len)
 {
-	FILE *f = popen("runsc --version 2>/dev/null", "r");
-	if (!f)
-		return -errno;
-	char line[256] = "";
-	char *got = fgets(line, sizeof(line), f);
-	int st = pclose(f);
-	if (!got || st != 0)
-		return -ENOENT;
-	line[strcspn(line, "\n")] = '\0';
-	snprintf(buf, len, "%s", line);
-	return 0;
+	return sl_gvisor_version(NULL, buf, len);
 }
 
 const struct sl_runtime_caps sl_caps_gvisor = {
