@@ -254,3 +254,80 @@ test_gvisor_high_risk_blind_stops_workload() {
 	rec_has '.class=="control.action" and .action=="stop" and (.reason|test("blind"))' || fail "stop not recorded"
 	rec_has '.class=="lifecycle.exit" and .reason=="killed: blind past the high-risk limit"' || fail "exit reason"
 }
+
+test_gvisor_export_blind_when_collector_killed() {
+	need_runsc
+	local sock=$SL_TMP/collector.sock db=$SL_TMP/collector.db secret=$SL_TMP/collector.secret
+	collectd_bg "$sock" "$db" "$secret"
+	GV_CPID=$BG_PID
+	trap 'kill "$GV_CPID" 2>/dev/null || true; wait "$GV_CPID" 2>/dev/null || true; rm -rf "$SL_TMP"' EXIT
+	mkdir -p "$SL_TMP/ws-root"
+	echo x >"$SL_TMP/ws-root/f"
+	# Medium risk, 1 s limit: the collector is killed 1 s in and restarted 3 s later. The same
+	# supervisor watch as native (supervise.c) records the blindness and the restore; the
+	# workload is not stopped (medium), and nothing it did during the outage is lost.
+	( sleep 1; kill -9 "$GV_CPID"; sleep 3
+	  collectd_bg "$sock" "$db" "$secret"; echo "$BG_PID" >"$SL_TMP/pid2" ) &
+	local killer=$!
+	SL_RUN_FLAGS="--runtime gvisor --collector unix:$sock --collector-secret $secret --risk-class medium --max-blind-ms 1000 --drain-seconds 10" \
+		sl_sandbox root -- /bin/sh -c 'for i in $(seq 1 60); do /workspace/probe opens 5 /workspace/f >/dev/null; sleep 0.1; done'
+	wait "$killer" || true
+	GV_CPID=$(cat "$SL_TMP/pid2")
+	assert_eq "$RC" 0 "medium-risk workload kept running"
+	expect_verified
+	echo "$ERR" | grep -q 'export blind: no acknowledgement from unix:' || fail "supervisor did not say it was blind: $ERR"
+	rec_has '.class=="export.blind" and .risk_class=="medium" and .max_blind_ms==1000 and .observer=="gvisor-sentry"' ||
+		fail "no export.blind in the gVisor record"
+	rec_has '.class=="export.restored" and .blind_since_ns > 0' || fail "no export.restored after the collector came back"
+	# blind before restored, and the manifest carries the risk class (the binding's).
+	assert_eq "$(jq -r 'select(.class=="export.blind" or .class=="export.restored") | .class' "$REC" | head -n 2 | tr '\n' ' ')" \
+		"export.blind export.restored " "order"
+	rec_has '.class=="record.begin" and .manifest.risk_class=="medium" and .manifest.runtime=="gvisor"' || fail "manifest risk_class"
+	rec_has '.class=="lifecycle.exit" and .reason=="exited"' || fail "exit reason"
+	# Everything reached the restarted collector.
+	"$SL_BIN" events --db "$db" --sandbox "$(basename "$REC" .jsonl)" >"$SL_TMP/stored"
+	cmp "$SL_TMP/stored" "$REC" || fail "collector's copy differs ($(wc -l <"$SL_TMP/stored") vs $(wc -l <"$REC") lines)"
+}
+
+test_gvisor_revoked_credential_stops_high_risk() {
+	need_runsc
+	local sock=$SL_TMP/collector.sock db=$SL_TMP/collector.db secret=$SL_TMP/collector.secret
+	collectd_bg "$sock" "$db" "$secret"
+	GV_CPID=$BG_PID
+	trap 'kill "$GV_CPID" 2>/dev/null || true; wait "$GV_CPID" 2>/dev/null || true; rm -rf "$SL_TMP"' EXIT
+	mkdir -p "$SL_TMP/ws-root" "$SL_TMP/rec-a"
+	chown 1000:1000 "$SL_TMP/ws-root"
+	printf 'workspace: %s\n' "$SL_TMP/ws-root" >"$SL_TMP/pa.yaml"
+	# A gVisor sandbox's credential reference is revoked on its control socket (recorded with the
+	# reference, shipped, enforced by the collector) ...
+	"$SL_BIN" run --runtime gvisor --tenant acme --agent agent-7 --task A --version v1 --credential-ref cred-ref-42 \
+		--policy "$SL_TMP/pa.yaml" --record-dir "$SL_TMP/rec-a" --quiet --collector "unix:$sock" \
+		--collector-secret "$secret" -- /bin/sleep 3 >/dev/null 2>"$SL_TMP/a.err" &
+	local a=$! ctl=""
+	for _ in $(seq 1 200); do
+		ctl=$(ls "$SL_TMP"/rec-a/*.ctl 2>/dev/null | head -n 1)
+		[ -n "$ctl" ] && "$SL_BIN" status --db "$db" --json 2>/dev/null | grep -q healthy && break
+		sleep 0.05
+	done
+	[ -n "$ctl" ] || fail "no control socket: $(cat "$SL_TMP/a.err")"
+	assert_eq "$(python3 -c "
+import socket, sys
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); c.sendall(b'revoke key leaked\n'); print(c.recv(64).decode().strip())" "$ctl")" ok "revoke answer"
+	wait "$a" || fail "task A failed: $(cat "$SL_TMP/a.err")"
+	REC=$(ls "$SL_TMP"/rec-a/*.jsonl)
+	rec_has '.class=="control.action" and .action=="revoke" and .credential_ref=="cred-ref-42" and .reason=="key leaked"' ||
+		fail "revoke not recorded with its credential reference"
+	for _ in $(seq 1 40); do
+		[ "$(sqlite3 "$db" "select count(*) from revoked where credential_ref='cred-ref-42'")" = 1 ] && break
+		sleep 0.05
+	done
+	assert_eq "$(sqlite3 "$db" "select credential_ref from revoked")" cred-ref-42 "revoked at the collector"
+	# ... then a high-risk gVisor run with it is refused at its HELLO and its workload stopped, by the
+	# same supervisor watch as native.
+	SL_RUN_FLAGS="--runtime gvisor --collector unix:$sock --collector-secret $secret --risk-class high --drain-seconds 1" \
+		sl_sandbox root -- /bin/sleep 20
+	assert_eq "$RC" 137 "a high-risk workload refused by the collector is stopped"
+	expect_verified
+	rec_has '.class=="control.action" and .by=="supervisor" and (.reason|test("collector refused the sandbox"))' || fail "stop not recorded: $ERR"
+	rec_has '.class=="lifecycle.exit" and .reason=="killed: collector refused the credential reference"' || fail "exit reason"
+}
