@@ -28,7 +28,6 @@
 
 #define DEFAULT_RETRIES 200 /* with 25 us .. 10 ms backoff: the Sentry waits up to ~2 s per point */
 
-
 static void on_fatal(void *arg)
 {
 	sl_gvisor_kill(arg); /* the record failed: nothing more may happen unrecorded */
@@ -306,7 +305,8 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	/* The same export watch as native: blind detection for every risk class, the high-risk stop
 	 * and a refused credential (supervise.c). */
 	unsigned watchdog_ms = exporter ? sl_sup_blind_limit_ms(a->risk_class, a->max_blind_ms) : 0;
-	struct sl_sup_watch watch = {.risk_class = a->risk_class, .collector = a->collector, .limit_ms = watchdog_ms};
+	struct sl_sup_watch watch = {
+	    .risk_class = a->risk_class, .collector = a->collector, .limit_ms = watchdog_ms};
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	const char *reason = "exited";
 	int64_t deadline =

@@ -77,7 +77,8 @@ const char *sl_sup_control(int lfd, const struct sl_sup_target *t, struct sl_rec
 		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		/* Who may steer the sandbox: root or the supervisor's own uid, by the kernel's word. */
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || (cr.uid != 0 && cr.uid != geteuid())) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+		    (cr.uid != 0 && cr.uid != geteuid())) {
 			resp = "denied\n";
 		} else {
 			ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
@@ -159,8 +160,10 @@ static void export_restored_event(struct sl_record *rec, const struct sl_sup_wat
 	sl_json_uint(&j, "backlog", es->recorded > es->acked ? es->recorded - es->acked : 0);
 	sl_sup_append(rec, "export.restored", &j);
 	sl_json_free(&j);
-	fprintf(stderr, "sightline run: export restored: %s acknowledges again (seq %llu), blind for %lld ms\n",
-		w->collector, (unsigned long long)es->acked, (long long)((restored_ns - w->blind_real_ns) / 1000000));
+	fprintf(stderr,
+		"sightline run: export restored: %s acknowledges again (seq %llu), blind for %lld ms\n",
+		w->collector, (unsigned long long)es->acked,
+		(long long)((restored_ns - w->blind_real_ns) / 1000000));
 }
 
 void sl_sup_stop(struct sl_record *rec, const struct sl_sup_target *t, const char *why)
@@ -194,7 +197,8 @@ const char *sl_sup_watch_tick(struct sl_sup_watch *w, struct sl_exporter *ex, st
 		w->blind = true;
 		w->blind_mono_ns = now_mono;
 		w->blind_real_ns = sl_now_realtime_ns();
-		export_blind_event(rec, w, &es, w->blind_real_ns, w->blind_real_ns - (now_mono - es.last_answer_ns));
+		export_blind_event(rec, w, &es, w->blind_real_ns,
+				   w->blind_real_ns - (now_mono - es.last_answer_ns));
 	} else if (w->blind && es.last_answer_ns > w->blind_mono_ns) {
 		w->blind = false;
 		export_restored_event(rec, w, &es, sl_now_realtime_ns() - (now_mono - es.last_answer_ns));
@@ -206,7 +210,8 @@ const char *sl_sup_watch_tick(struct sl_sup_watch *w, struct sl_exporter *ex, st
 			if (!w->warned_refused) {
 				w->warned_refused = true;
 				fprintf(stderr,
-					"sightline run: the collector refused the sandbox: %s; the workload (risk "
+					"sightline run: the collector refused the sandbox: %s; the workload "
+					"(risk "
 					"%s) keeps running, recorded but not watched\n",
 					es.error_msg, w->risk_class);
 			}
@@ -226,7 +231,8 @@ const char *sl_sup_watch_tick(struct sl_sup_watch *w, struct sl_exporter *ex, st
 		w->stopped = true;
 		char why[160];
 		snprintf(why, sizeof(why),
-			 "high-risk sandbox blind: no acknowledgement from the collector for %lld ms (limit %u ms)",
+			 "high-risk sandbox blind: no acknowledgement from the collector for %lld ms (limit "
+			 "%u ms)",
 			 (long long)silent_ms, w->limit_ms);
 		sl_sup_stop(rec, t, why);
 		return "killed: blind past the high-risk limit";
@@ -244,6 +250,7 @@ int sl_sup_validator_listener(const char *spec, pid_t netns_pid, struct sl_canar
 	}
 	int r = sl_canary_listener_start(netns_pid, (uint16_t)port, end + 1, out);
 	if (r < 0)
-		fprintf(stderr, "sightline run: validator listener on 127.0.0.1:%lu: %s\n", port, strerror(-r));
+		fprintf(stderr, "sightline run: validator listener on 127.0.0.1:%lu: %s\n", port,
+			strerror(-r));
 	return r;
 }

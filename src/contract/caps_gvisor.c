@@ -10,32 +10,36 @@
 #include "contract/caps.h"
 #include "sandbox/gvisor.h"
 
-/* sentry/execve (and container/start for init): no host pid, interpreter, inode or ppid (except
- * init's 0); uid/binary_mode/binary_uid only on sentry/execve, so not listed. */
-static const char *const f_exec[] = {"pid",  "tid", "syscall", "executable", "argv",
-				     "argc", "cwd", "exact",   "ocsf",	     NULL};
+/* sentry/execve (and container/start for init): no host pid, interpreter, inode or path as passed;
+ * uid, binary_mode, binary_uid on sentry/execve only (not the container's init, whose only extra
+ * member is ppid 0, not listed). */
+static const char *const f_exec[] = {"pid",   "tid",  "syscall", "executable",	"argv",	      "argc", "cwd",
+				     "exact", "ocsf", "uid",	 "binary_mode", "binary_uid", NULL};
 /* syscall/open,openat,creat exit: canary by path only (no inode). */
-static const char *const f_open[] = {"pid",    "tid",	 "syscall", "path",  "requested", "flags", "write",
+static const char *const f_open[] = {"pid",    "tid",	"syscall", "path",  "requested", "flags", "write",
 				     "result", "errno", "canary",  "exact", "ocsf",	 NULL};
 /* syscall/connect exit (and bind): the raw sockaddr, the fd's path, Exit{result, errorno}. */
-static const char *const f_connect[] = {"pid",	  "tid",   "family", "address", "port",
-					"socket", "result", "errno",  "exact",	 "ocsf", NULL};
-static const char *const f_socket[] = {"pid", "tid", "domain", "type", "protocol", "result", "errno", "ocsf", NULL};
-static const char *const f_clone[] = {"pid", "tid", "child_pid", "child_tid", "thread", "flags", "ocsf", NULL};
+static const char *const f_connect[] = {"pid",	  "tid",   "family", "address", "port", "socket",
+					"result", "errno", "exact",  "ocsf",	NULL};
+static const char *const f_socket[] = {"pid",	 "tid",	  "domain", "type", "protocol",
+				       "result", "errno", "ocsf",   NULL};
+static const char *const f_clone[] = {"pid",	"tid",	 "child_pid", "child_tid",
+				      "thread", "flags", "ocsf",      NULL};
 static const char *const f_pexit[] = {"pid", "tid", "exit_code", "signal", "wait_status", "ocsf", NULL};
 /* An open refused with EROFS/EACCES/EPERM: the only refusal whose errno names a layer. */
-static const char *const f_deny[] = {"pid", "tid", "layer", "syscall", "errno", "reason", "path", "ocsf", NULL};
+static const char *const f_deny[] = {"pid",    "tid",  "layer", "syscall", "errno",
+				     "reason", "path", "ocsf",	NULL};
 /* Written by the launcher: the container's init is pid 1 in the sandbox; no host pid. */
 static const char *const f_start[] = {"pid", "container_id", "workspace", "ocsf", NULL};
-static const char *const f_exit[] = {"pid",	    "exit_code",   "signal",	    "reason",
-				     "duration_ns", "cpu_user_us", "cpu_system_us", "ocsf", NULL};
-static const char *const f_gap[] = {"gap",	"detail",  "accepted",		   "dropped", "dropped_total",
-				    "reason",	"bytes",   "message_type",	   "rejected", "foreign",
-				    "reasons",	"claimed_container_id", NULL};
-static const char *const f_control[] = {"action",	  "by",	    "peer_uid", "peer_pid",
-					"reason", "credential_ref", "ocsf",	NULL};
+static const char *const f_exit[] = {"pid",	    "exit_code",     "signal", "reason", "duration_ns",
+				     "cpu_user_us", "cpu_system_us", "ocsf",   NULL};
+static const char *const f_gap[] = {
+    "gap",	    "detail",	"accepted", "dropped", "dropped_total",	       "reason", "bytes",
+    "message_type", "rejected", "foreign",  "reasons", "claimed_container_id", NULL};
+static const char *const f_control[] = {"action",	  "by",	  "peer_uid", "peer_pid", "reason",
+					"credential_ref", "ocsf", NULL};
 static const char *const f_blind[] = {"detected_ns",  "last_ack_ns", "last_ack_seq", "backlog",
-				      "max_blind_ms", "risk_class",  "collector",	  NULL};
+				      "max_blind_ms", "risk_class",  "collector",    NULL};
 static const char *const f_restored[] = {"restored_ns", "blind_since_ns", "ack_seq", "backlog", NULL};
 static const char *const f_begin[] = {"manifest",
 				      "manifest.runtime",
@@ -52,22 +56,25 @@ static const char *const f_end[] = {"counts", NULL};
 
 static const struct sl_cap_class gvisor_classes[] = {
     {"process.exec", SL_OBS_GUEST_RUNTIME, f_exec,
-     "sentry/execve and container/start points; successful execs only (failed ones are counted)", 0},
+     "sentry/execve and container/start points; successful execs only (failed ones are counted); uid, "
+     "binary_mode, binary_uid not for the container's init",
+     0},
     {"file.open", SL_OBS_GUEST_RUNTIME, f_open,
      "syscall/open,openat,creat exit points (not openat2); off with sensor.record_opens: false", 0},
     {"network.connect", SL_OBS_GUEST_RUNTIME, f_connect, "syscall/connect exit point", 0},
     {"network.bind", SL_OBS_GUEST_RUNTIME, f_connect, "syscall/bind exit point", 0},
     {"network.socket", SL_OBS_GUEST_RUNTIME, f_socket, "syscall/socket exit point", 0},
     {"process.clone", SL_OBS_GUEST_RUNTIME, f_clone, "sentry/clone point", 0},
-    {"process.exit", SL_OBS_GUEST_RUNTIME, f_pexit, "sentry/exit_notify_parent (not the container's init)", 0},
-    {"policy.deny", SL_OBS_GUEST_RUNTIME, f_deny,
-     "only for opens refused with EROFS/EACCES/EPERM",
+    {"process.exit", SL_OBS_GUEST_RUNTIME, f_pexit, "sentry/exit_notify_parent (not the container's init)",
+     0},
+    {"policy.deny", SL_OBS_GUEST_RUNTIME, f_deny, "only for opens refused with EROFS/EACCES/EPERM",
      1u << SL_ACT_BLOCKED_CONNECT},
     {"lifecycle.start", SL_OBS_SUPERVISOR, f_start, "written by the launcher before runsc starts", 0},
     {"lifecycle.exit", SL_OBS_SUPERVISOR, f_exit, "from runsc run's exit status (the container's init)", 0},
     {"sensor.gap", SL_OBS_SUPERVISOR, f_gap, "the sink's dropped_count, decode rejects, foreign points", 0},
     {"control.action", SL_OBS_SUPERVISOR, f_control, NULL, 0},
-    {"export.blind", SL_OBS_SUPERVISOR, f_blind, "no ACK from the collector for the risk class's max blind", 0},
+    {"export.blind", SL_OBS_SUPERVISOR, f_blind, "no ACK from the collector for the risk class's max blind",
+     0},
     {"export.restored", SL_OBS_SUPERVISOR, f_restored, NULL, 0},
     {"record.begin", SL_OBS_SUPERVISOR, f_begin, NULL, 0},
     {"record.end", SL_OBS_SUPERVISOR, f_end, NULL, 0},

@@ -427,10 +427,11 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 			if (got[0])
 				sl_vrow_add(res, false, SL_V_PASS, "alert", kinds[k], exp, "%s", got);
 			else if (k == 1 && deny_unsupported)
-				sl_vrow_add(res, false, SL_V_NA, "alert", kinds[k], exp,
-					    "no such alert: the detection reads policy.deny, declared unsupported "
-					    "on %s (%s): %s",
-					    v->cfg->rt->runtime, deny_unsupported->op, deny_unsupported->reason);
+				sl_vrow_add(
+				    res, false, SL_V_NA, "alert", kinds[k], exp,
+				    "no such alert: the detection reads policy.deny, declared unsupported "
+				    "on %s (%s): %s",
+				    v->cfg->rt->runtime, deny_unsupported->op, deny_unsupported->reason);
 			else if (k == 1 && !denial_happened)
 				sl_vrow_add(
 				    res, false, SL_V_NA, "alert", kinds[k], exp,

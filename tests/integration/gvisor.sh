@@ -331,3 +331,72 @@ c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); c.sendall(b'revoke ke
 	rec_has '.class=="control.action" and .by=="supervisor" and (.reason|test("collector refused the sandbox"))' || fail "stop not recorded: $ERR"
 	rec_has '.class=="lifecycle.exit" and .reason=="killed: collector refused the credential reference"' || fail "exit reason"
 }
+
+test_gvisor_caps_table_matches_record() {
+	need_runsc
+	mkdir -p "$SL_TMP/ws-root"
+	echo x >"$SL_TMP/ws-root/f"
+	# A workload that makes every guest-runtime class appear: execs, opens (one relative, one
+	# refused by the read-only mount: policy.deny), sockets and binds that work and that are
+	# refused, a refused connect, a child process that exits.
+	cat >"$SL_TMP/ws-root/w.py" <<'PY'
+import os, socket
+os.chdir('/workspace')
+open('f').read()
+try:
+    open('/usr/sightline-ro-probe', 'w')
+except OSError:
+    pass
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.close()
+try:  # refused: not a local address (errno on network.bind)
+    socket.socket().bind(('192.0.2.1', 4242))
+except OSError:
+    pass
+try:  # refused: no raw sockets without CAP_NET_RAW (errno on network.socket)
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)
+except OSError:
+    pass
+c = socket.socket()
+try:
+    c.connect(('127.0.0.1', 1))
+except OSError:
+    pass
+pid = os.fork()
+if pid == 0:
+    os._exit(3)
+os.waitpid(pid, 0)
+PY
+	SL_RUN_FLAGS="--runtime gvisor" sl_sandbox root -- /bin/sh -c '/usr/bin/python3 /workspace/w.py && /workspace/probe noop'
+	[ "$RC" = 0 ] || fail "run failed: $ERR"
+	expect_verified
+	"$SL_BIN" contract caps --runtime gvisor --json >"$SL_TMP/caps.json"
+	# The table says what the record carries, both ways: every member it lists for a class shows
+	# on some line of that class, and every member a line carries is listed (or common).
+	python3 - "$SL_TMP/caps.json" "$REC" <<'PY' || fail "the gVisor capability table does not match the record"
+import json, sys
+caps = json.load(open(sys.argv[1]))
+lines = [json.loads(l) for l in open(sys.argv[2])]
+common = {"seq", "sandbox_id", "time", "class", "observer", "identity", "prev_hash", "hash"}
+want = ["process.exec", "file.open", "network.connect", "network.bind", "network.socket",
+        "process.clone", "process.exit", "policy.deny", "lifecycle.start", "lifecycle.exit"]
+extra_ok = {"process.exec": {"ppid"}}  # init's ppid 0 only, deliberately not listed
+bad = 0
+for cc in caps["classes"]:
+    ev = cc["event"]
+    if ev not in want:
+        continue
+    got = [l for l in lines if l["class"] == ev]
+    if not got:
+        print("no %s line in the record" % ev); bad += 1; continue
+    for l in got:
+        if l["observer"] != caps["record_observer"]:
+            print("%s observer %s" % (ev, l["observer"])); bad += 1
+    seen = set().union(*[set(l) for l in got]) - common
+    listed = set(f for f in cc["fields"] if "." not in f)
+    for f in sorted(listed - seen):
+        print("%s: listed %s never written" % (ev, f)); bad += 1
+    for f in sorted(seen - listed - extra_ok.get(ev, set())):
+        print("%s: writes %s, not listed" % (ev, f)); bad += 1
+sys.exit(1 if bad else 0)
+PY
+}
