@@ -414,7 +414,10 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	rec = NULL;
 	if (exporter) {
 		struct sl_exporter_stats es;
-		int er = sl_exporter_finish(exporter, a->drain_seconds * 1000u, &es);
+		sl_exporter_stats(exporter, &es);
+		/* Refused for good (revoked): waiting would only delay the exit; the record keeps it all. */
+		unsigned drain_ms = es.error_code == SL_FRAME_ERR_REVOKED ? 0 : a->drain_seconds * 1000u;
+		int er = sl_exporter_finish(exporter, drain_ms, &es);
 		exporter = NULL;
 		if (er < 0)
 			fprintf(stderr,

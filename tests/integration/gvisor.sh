@@ -324,7 +324,7 @@ c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); c.sendall(b'revoke ke
 	assert_eq "$(sqlite3 "$db" "select credential_ref from revoked")" cred-ref-42 "revoked at the collector"
 	# ... then a high-risk gVisor run with it is refused at its HELLO and its workload stopped, by the
 	# same supervisor watch as native.
-	SL_RUN_FLAGS="--runtime gvisor --collector unix:$sock --collector-secret $secret --risk-class high --drain-seconds 1" \
+	SL_RUN_FLAGS="--runtime gvisor --collector unix:$sock --collector-secret $secret --risk-class high" \
 		sl_sandbox root -- /bin/sleep 20
 	assert_eq "$RC" 137 "a high-risk workload refused by the collector is stopped"
 	expect_verified
