@@ -188,6 +188,13 @@ test_validate_gvisor_pass() {
 	[ $rc = 1 ] || fail "runsc changed: exit $rc: $out"
 	echo "$out" | grep -q '^stale: ' || fail "runsc changed: $out"
 	echo "$out" | grep -q 'current: *runtime runsc version 0.0~20990101.0' || fail "current version: $out"
+	# No runsc at all: the validation cannot run (exit 3), it does not fail row by row.
+	set +e
+	err=$(PATH=$SL_TMP/no-bin "$SL_BIN" validate "$SL_ROOT/contracts/gvisor.yaml" --runtime gvisor --no-store 2>&1)
+	rc=$?
+	set -e
+	[ $rc = 3 ] || fail "without runsc: exit $rc: $err"
+	echo "$err" | grep -q 'needs runsc' || fail "without runsc: $err"
 }
 
 test_validate_uncoverable_behaviour() {
