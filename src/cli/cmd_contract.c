@@ -1,5 +1,7 @@
 /* sightline contract check CONTRACT --runtime R [--runtime R2]... [--json]: the static answer, per
- * behaviour and runtime, whether the runtime's sensors can emit it with the contract's fields. */
+ * behaviour and runtime, whether the runtime's sensors can emit it with the contract's fields.
+ * sightline contract caps --runtime R [--json]: the capability table itself (what the static
+ * answer is made from), so a test can hold it against a real record. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,12 +15,87 @@
 
 static void usage(FILE *f)
 {
-	fprintf(
-	    f, "usage: sightline contract check CONTRACT --runtime native|gvisor [--runtime ...] [--json]\n");
+	fprintf(f, "usage: sightline contract check CONTRACT --runtime native|gvisor [--runtime ...] [--json]\n"
+		   "       sightline contract caps --runtime native|gvisor [--json]\n");
+}
+
+/* The capability table of one runtime: per class the observation point, the members, the note. */
+static int caps(int argc, char **argv)
+{
+	const struct sl_runtime_caps *rt = NULL;
+	bool json = false;
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--runtime") && i + 1 < argc && !rt) {
+			rt = sl_caps_find(argv[++i]);
+			if (!rt) {
+				fprintf(stderr, "sightline contract caps: unknown runtime '%s' (native, gvisor)\n",
+					argv[i]);
+				return 2;
+			}
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!rt) {
+		usage(stderr);
+		return 2;
+	}
+	if (!json) {
+		printf("runtime %s, sensor %s %s, record observer %s\n", rt->runtime, rt->sensor,
+		       rt->sensor_version, rt->record_observer);
+		for (size_t i = 0; i < rt->n_classes; i++) {
+			const struct sl_cap_class *cc = &rt->classes[i];
+			printf("%-16s %-14s", cc->event, sl_observer_name(cc->observer));
+			for (size_t k = 0; cc->fields[k]; k++)
+				printf("%s%s", k ? "," : " ", cc->fields[k]);
+			if (cc->note)
+				printf("  (%s)", cc->note);
+			printf("\n");
+		}
+		return 0;
+	}
+	struct sl_json j;
+	sl_json_init(&j);
+	sl_json_obj_open(&j, NULL);
+	sl_json_str(&j, "runtime", rt->runtime, 0);
+	sl_json_str(&j, "sensor", rt->sensor, 0);
+	sl_json_str(&j, "sensor_version", rt->sensor_version, 0);
+	sl_json_str(&j, "record_observer", rt->record_observer, 0);
+	sl_json_arr_open(&j, "classes");
+	for (size_t i = 0; i < rt->n_classes; i++) {
+		const struct sl_cap_class *cc = &rt->classes[i];
+		sl_json_obj_open(&j, NULL);
+		sl_json_str(&j, "event", cc->event, 0);
+		sl_json_str(&j, "observer", sl_observer_name(cc->observer), 0);
+		sl_json_arr_open(&j, "fields");
+		for (size_t k = 0; cc->fields[k]; k++)
+			sl_json_str(&j, NULL, cc->fields[k], 0);
+		sl_json_arr_close(&j);
+		if (cc->note)
+			sl_json_str(&j, "note", cc->note, 0);
+		sl_json_arr_open(&j, "not_after");
+		for (int a = 0; a < SL_ACT_COUNT; a++)
+			if (cc->not_after & (1u << a))
+				sl_json_str(&j, NULL, sl_action_name(a), 0);
+		sl_json_arr_close(&j);
+		sl_json_obj_close(&j);
+	}
+	sl_json_arr_close(&j);
+	sl_json_obj_close(&j);
+	int r = sl_json_error(&j);
+	if (r == 0)
+		printf("%s\n", j.buf);
+	sl_json_free(&j);
+	return r == 0 ? 0 : 1;
 }
 
 int sl_cmd_contract(int argc, char **argv)
 {
+	if (argc >= 2 && !strcmp(argv[1], "caps"))
+		return caps(argc, argv);
 	if (argc < 2 || strcmp(argv[1], "check") != 0) {
 		usage(argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? stdout : stderr);
 		return argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? 0 : 2;

@@ -19,6 +19,7 @@
 
 #include "cli/cli.h"
 #include "cli/run_gvisor.h"
+#include "cli/supervise.h"
 #include "common/json.h"
 #include "common/util.h"
 #include "common/version.h"
@@ -261,170 +262,6 @@ static bool path_under(const char *p, const char *root)
 	return !strncmp(p, root, n) && (p[n] == '\0' || p[n] == '/' || (n == 1 && root[0] == '/'));
 }
 
-static int append(struct sl_record *rec, const char *cls, struct sl_json *j)
-{
-	if (sl_json_error(j))
-		return sl_json_error(j);
-	int64_t r = sl_record_append(rec, cls, sl_now_realtime_ns(), j);
-	return r < 0 ? (int)r : 0;
-}
-
-/* ---- the control path ---- */
-
-static int control_listen(const char *path)
-{
-	struct sockaddr_un un = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(un.sun_path))
-		return -ENAMETOOLONG;
-	snprintf(un.sun_path, sizeof(un.sun_path), "%s", path);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	unlink(path);
-	mode_t old = umask(0177); /* 0600: the supervisor's uid (and root) only */
-	int r = bind(fd, (struct sockaddr *)&un, sizeof(un));
-	umask(old);
-	if (r < 0 || listen(fd, 8) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
-}
-
-static void control_event(struct sl_record *rec, const char *action, const struct ucred *cr, const char *why,
-			  const char *cred)
-{
-	struct sl_json j;
-	sl_json_init(&j);
-	sl_json_str(&j, "action", action, 0);
-	sl_json_str(&j, "by", "control socket", 0);
-	if (cred) /* revoke: which credential reference (the collector enforces it, docs/collector.md) */
-		sl_json_str(&j, "credential_ref", cred, 0);
-	sl_json_int(&j, "peer_uid", cr->uid);
-	sl_json_int(&j, "peer_pid", cr->pid);
-	if (why && *why)
-		sl_json_str(&j, "reason", why, 256);
-	sl_json_obj_open(&j, "ocsf");
-	sl_json_int(&j, "class_uid", 1007);
-	sl_json_int(&j, "activity_id", !strcmp(action, "stop") ? 2 : 99);
-	sl_json_obj_close(&j);
-	append(rec, "control.action", &j);
-	sl_json_free(&j);
-}
-
-/* One command per connection: "stop [reason]", "freeze", "thaw", "revoke [reason]". Only root or
- * this supervisor's own uid (SO_PEERCRED). Every accepted action is an event before it happens.
- * Returns the lifecycle reason when the sandbox was stopped. */
-static const char *control(int lfd, struct sl_sandbox *sb, struct sl_record *rec, const char *cred)
-{
-	const char *stopped = NULL;
-	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			return stopped;
-		struct ucred cr;
-		socklen_t cl = sizeof(cr);
-		char req[300] = "";
-		const char *resp = "ok\n";
-		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || (cr.uid != 0 && cr.uid != geteuid())) {
-			resp = "denied\n";
-		} else {
-			ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
-			req[n > 0 ? n : 0] = '\0';
-			char *nl = strchr(req, '\n');
-			if (nl)
-				*nl = '\0';
-			char *arg = strchr(req, ' ');
-			if (arg)
-				*arg++ = '\0';
-			if (!strcmp(req, "stop")) {
-				control_event(rec, "stop", &cr, arg, NULL);
-				/* Freeze first: nothing runs between the decision and the kill. */
-				sl_sandbox_freeze(sb, true);
-				sl_sandbox_kill(sb);
-				stopped = "killed: control path (stop)";
-			} else if (!strcmp(req, "freeze") || !strcmp(req, "thaw")) {
-				control_event(rec, req, &cr, arg, NULL);
-				if (sl_sandbox_freeze(sb, !strcmp(req, "freeze")) < 0)
-					resp = "error: no cgroup v2 here (freeze is a named gap)\n";
-			} else if (!strcmp(req, "revoke")) {
-				control_event(rec, "revoke", &cr, arg, cred);
-			} else {
-				resp = "error: stop|freeze|thaw|revoke\n";
-			}
-		}
-		(void)!send(fd, resp, strlen(resp), MSG_NOSIGNAL);
-		close(fd);
-	}
-}
-
-/* The default longest export silence per risk class (the collector's defaults, docs/collector.md). */
-static unsigned blind_limit_ms(const struct run_opts *o)
-{
-	if (o->max_blind_ms)
-		return o->max_blind_ms;
-	return !strcmp(o->risk_class, "high") ? 2000 : !strcmp(o->risk_class, "low") ? 60000 : 10000;
-}
-
-/* export.blind: no ACK from the collector for longer than the limit (docs/events.md). */
-static void export_blind_event(struct sl_record *rec, const struct run_opts *o, const struct sl_exporter_stats *es,
-			       int64_t detected_ns, int64_t last_ack_ns, unsigned limit_ms)
-{
-	struct sl_json j;
-	sl_json_init(&j);
-	sl_json_int(&j, "detected_ns", detected_ns);
-	sl_json_int(&j, "last_ack_ns", last_ack_ns);
-	sl_json_uint(&j, "last_ack_seq", es->acked);
-	sl_json_uint(&j, "backlog", es->recorded > es->acked ? es->recorded - es->acked : 0);
-	sl_json_int(&j, "max_blind_ms", limit_ms);
-	sl_json_str(&j, "risk_class", o->risk_class, 0);
-	sl_json_str(&j, "collector", o->collector, 256);
-	append(rec, "export.blind", &j);
-	sl_json_free(&j);
-	fprintf(stderr, "sightline run: export blind: no acknowledgement from %s for %lld ms (limit %u ms), last "
-			"acknowledged seq %llu, %llu events waiting in the record\n",
-		o->collector, (long long)((detected_ns - last_ack_ns) / 1000000), limit_ms,
-		(unsigned long long)es->acked, (unsigned long long)(es->recorded > es->acked ? es->recorded - es->acked : 0));
-}
-
-/* export.restored: ACKs arrive again after an export.blind. */
-static void export_restored_event(struct sl_record *rec, const struct run_opts *o, const struct sl_exporter_stats *es,
-				  int64_t blind_ns, int64_t restored_ns)
-{
-	struct sl_json j;
-	sl_json_init(&j);
-	sl_json_int(&j, "restored_ns", restored_ns);
-	sl_json_int(&j, "blind_since_ns", blind_ns);
-	sl_json_uint(&j, "ack_seq", es->acked);
-	sl_json_uint(&j, "backlog", es->recorded > es->acked ? es->recorded - es->acked : 0);
-	append(rec, "export.restored", &j);
-	sl_json_free(&j);
-	fprintf(stderr, "sightline run: export restored: %s acknowledges again (seq %llu), blind for %lld ms\n",
-		o->collector, (unsigned long long)es->acked, (long long)((restored_ns - blind_ns) / 1000000));
-}
-
-/* The supervisor stops its own sandbox (freeze, then kill), recorded first with the reason. */
-static void supervisor_stop(struct sl_record *rec, struct sl_sandbox *sb, const char *why)
-{
-	struct sl_json cj;
-	sl_json_init(&cj);
-	sl_json_str(&cj, "action", "stop", 0);
-	sl_json_str(&cj, "by", "supervisor", 0);
-	sl_json_str(&cj, "reason", why, 0);
-	sl_json_obj_open(&cj, "ocsf");
-	sl_json_int(&cj, "class_uid", 1007);
-	sl_json_int(&cj, "activity_id", 2);
-	sl_json_obj_close(&cj);
-	append(rec, "control.action", &cj);
-	sl_json_free(&cj);
-	sl_sandbox_freeze(sb, true);
-	sl_sandbox_kill(sb);
-	fprintf(stderr, "sightline run: %s\n", why);
-}
-
 /* The heartbeat's "dropped": the sensor never drops an event by design (the workload's syscall
  * waits for its line), so the only one ever lost is the line whose append failed, which stops
  * recording and kills the sandbox (sup.fatal). */
@@ -432,17 +269,6 @@ static uint64_t sensor_dropped(void *arg)
 {
 	const struct sl_supervisor *sup = arg;
 	return atomic_load(&sup->fatal) ? 1 : 0;
-}
-
-/* The collector's 32-byte master secret (written by `sightline collectd`). */
-static int read_secret(const char *path, uint8_t out[SL_FRAME_MASTER_LEN])
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = sl_read_full(fd, out, SL_FRAME_MASTER_LEN + 1);
-	close(fd);
-	return n == SL_FRAME_MASTER_LEN ? 0 : -EINVAL;
 }
 
 /* One of the CPUs we may use, chosen by the sandbox id so concurrent sandboxes spread out. */
@@ -459,6 +285,19 @@ static int pick_cpu(const char *sandbox_id)
 		if (CPU_ISSET(cpu, &set) && want-- == 0)
 			return cpu;
 	return -1;
+}
+
+/* The native sandbox as the supervisor's target (supervise.h): freeze through its cgroup. */
+static int sb_freeze(void *arg, bool on)
+{
+	return sl_sandbox_freeze(arg, on);
+}
+
+/* Freeze first: nothing runs between the decision and the kill. */
+static void sb_stop(void *arg)
+{
+	sl_sandbox_freeze(arg, true);
+	sl_sandbox_kill(arg);
 }
 
 static void json_strs(struct sl_json *j, const char *key, char *const *v, size_t n)
@@ -533,20 +372,6 @@ static void begin_body(struct sl_json *j, const struct run_opts *o, const struct
 	sl_json_int(j, "class_uid", 6002);
 	sl_json_int(j, "activity_id", 3);
 	sl_json_obj_close(j);
-}
-
-
-/* --validator-listen PORT:LOGFILE (for sightline validate, docs/contract.md): a listener of the
- * supervisor's own inside the sandbox's network namespace, logging anything that reaches it, so the
- * validator can prove that a connection the policy must block really did not arrive. */
-static int start_validator_listener(const char *spec, struct sl_sandbox *sb, struct sl_canary_listener **out)
-{
-	char *end;
-	unsigned long port = strtoul(spec, &end, 10); /* checked by parse() */
-	int r = sl_canary_listener_start(sb->pid, (uint16_t)port, end + 1, out);
-	if (r < 0)
-		fprintf(stderr, "sightline run: validator listener on 127.0.0.1:%lu: %s\n", port, strerror(-r));
-	return r;
 }
 
 int sl_cmd_run(int argc, char **argv)
@@ -678,7 +503,8 @@ int sl_cmd_run(int argc, char **argv)
 					    .collector_secret = o.collector_secret,
 					    .risk_class = o.risk_class,
 					    .drain_seconds = o.drain_seconds,
-					    .max_blind_ms = o.max_blind_ms};
+					    .max_blind_ms = o.max_blind_ms,
+					    .validator_listen = o.validator_listen};
 		status = sl_run_gvisor(&ga);
 		goto out;
 	}
@@ -742,7 +568,7 @@ int sl_cmd_run(int argc, char **argv)
 	struct sl_json j;
 	sl_json_init(&j);
 	begin_body(&j, &o, &pol, ws, &sb, gaps, huid, sup.sync_wakeup, cfg.cpu);
-	r = append(rec, "record.begin", &j);
+	r = sl_sup_append(rec, "record.begin", &j);
 	for (unsigned i = 0; r == 0 && i < SL_GAP_COUNT; i++) {
 		if (!(gaps & (1u << i)))
 			continue;
@@ -750,14 +576,14 @@ int sl_cmd_run(int argc, char **argv)
 		sl_json_str(&j, "gap", sl_gap_name(i), 0);
 		sl_json_str(&j, "detail", sl_gap_explain(i), 0);
 		sl_json_bool(&j, "accepted", true);
-		r = append(rec, "sensor.gap", &j);
+		r = sl_sup_append(rec, "sensor.gap", &j);
 	}
 	if (r == 0 && !pol.record_opens) {
 		sl_json_reset(&j);
 		sl_json_str(&j, "gap", "file.open", 0);
 		sl_json_str(&j, "detail", "the policy turned off recording of file opens", 0);
 		sl_json_bool(&j, "accepted", true);
-		r = append(rec, "sensor.gap", &j);
+		r = sl_sup_append(rec, "sensor.gap", &j);
 	}
 	if (r == 0) {
 		sl_json_reset(&j);
@@ -768,7 +594,7 @@ int sl_cmd_run(int argc, char **argv)
 		sl_json_int(&j, "class_uid", 1007);
 		sl_json_int(&j, "activity_id", 1);
 		sl_json_obj_close(&j);
-		r = append(rec, "lifecycle.start", &j);
+		r = sl_sup_append(rec, "lifecycle.start", &j);
 	}
 	if (r < 0) {
 		fprintf(stderr, "sightline run: write record: %s\n", strerror(-r));
@@ -779,14 +605,14 @@ int sl_cmd_run(int argc, char **argv)
 	 * supervisor, which the workload can neither see nor refuse. */
 	char ctl_path[PATH_MAX + 48];
 	snprintf(ctl_path, sizeof(ctl_path), "%.*s/%s.ctl", PATH_MAX - 1, recdir, sandbox_id);
-	int ctl_fd = control_listen(ctl_path);
+	int ctl_fd = sl_sup_control_listen(ctl_path);
 	if (ctl_fd < 0)
 		fprintf(stderr, "sightline run: no control socket at %s: %s\n", ctl_path, strerror(-ctl_fd));
 	if (o.collector) {
 		/* This sandbox's key, derived from the collector's secret; the secret is wiped at once
 		 * and the key lives only in this process, never in the sandbox. */
 		uint8_t master[SL_FRAME_MASTER_LEN];
-		int kr = read_secret(o.collector_secret, master);
+		int kr = sl_sup_read_secret(o.collector_secret, master);
 		struct sl_exporter_cfg ec = {.addr = o.collector,
 					     .record_path = sl_record_path(rec),
 					     .sandbox_id = sandbox_id,
@@ -815,7 +641,7 @@ int sl_cmd_run(int argc, char **argv)
 	if (!o.quiet)
 		fprintf(stderr, "sightline: sandbox %s, record %s\n", sandbox_id, sl_record_path(rec));
 	sl_timing("record + sensor ready");
-	if (o.validator_listen && start_validator_listener(o.validator_listen, &sb, &vlistener) < 0) {
+	if (o.validator_listen && sl_sup_validator_listener(o.validator_listen, sb.pid, &vlistener) < 0) {
 		sl_json_free(&j);
 		if (ctl_fd >= 0) {
 			close(ctl_fd);
@@ -829,9 +655,12 @@ int sl_cmd_run(int argc, char **argv)
 
 	/* Wait for the workload, the wall limit, an operator signal, or (high risk, streaming) the
 	 * collector's silence past the risk class's limit. */
-	unsigned watchdog_ms = exporter ? blind_limit_ms(&o) : 0;
-	bool stopped_blind = false, export_blind = false, warned_refused = false;
-	int64_t blind_mono_ns = 0, blind_real_ns = 0;
+	struct sl_sup_target tgt = {.arg = &sb,
+				    .freeze = sb_freeze,
+				    .stop = sb_stop,
+				    .freeze_error = "error: no cgroup v2 here (freeze is a named gap)\n"};
+	unsigned watchdog_ms = exporter ? sl_sup_blind_limit_ms(o.risk_class, o.max_blind_ms) : 0;
+	struct sl_sup_watch watch = {.risk_class = o.risk_class, .collector = o.collector, .limit_ms = watchdog_ms};
 	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	const char *reason = "exited";
 	int64_t deadline = pol.limits.wall_seconds ? sb.start_mono_ns + (int64_t)pol.limits.wall_seconds * 1000000000LL : 0;
@@ -852,53 +681,9 @@ int sl_cmd_run(int argc, char **argv)
 		if (pf[0].revents)
 			break;
 		if (watchdog_ms) {
-			struct sl_exporter_stats es;
-			sl_exporter_stats(exporter, &es);
-			int64_t now_mono = sl_now_monotonic_ns();
-			int64_t silent_ms = (now_mono - es.last_answer_ns) / 1000000;
-			/* Blind beneath the boundary: the collector may be dead and unable to alert, so
-			 * the supervisor records (and says) it itself, and records when ACKs resume. */
-			if (!export_blind && silent_ms > (int64_t)watchdog_ms) {
-				export_blind = true;
-				blind_mono_ns = now_mono;
-				blind_real_ns = sl_now_realtime_ns();
-				export_blind_event(rec, &o, &es, blind_real_ns, blind_real_ns - (now_mono - es.last_answer_ns),
-						   watchdog_ms);
-			} else if (export_blind && es.last_answer_ns > blind_mono_ns) {
-				export_blind = false;
-				export_restored_event(rec, &o, &es, blind_real_ns,
-						      sl_now_realtime_ns() - (now_mono - es.last_answer_ns));
-			}
-			if (!warned_refused && es.error_code == SL_FRAME_ERR_REVOKED && strcmp(o.risk_class, "high") != 0) {
-				warned_refused = true;
-				fprintf(stderr, "sightline run: the collector refused the sandbox: %s; the workload (risk %s) "
-						"keeps running, recorded but not watched\n",
-					es.error_msg, o.risk_class);
-			}
-			if (!stopped_blind && es.error_code == SL_FRAME_ERR_REVOKED && !strcmp(o.risk_class, "high")) {
-				/* The collector will not watch this sandbox (its credential reference is
-				 * revoked): a high-risk workload does not run unwatched. */
-				stopped_blind = true;
-				char why[SL_FRAME_ERROR_MSG_MAX + 64];
-				snprintf(why, sizeof(why), "collector refused the sandbox: %s", es.error_msg);
-				supervisor_stop(rec, &sb, why);
-				reason = "killed: collector refused the credential reference";
-			}
-		}
-		if (watchdog_ms && !stopped_blind && !strcmp(o.risk_class, "high")) {
-			/* High risk: evidence that stops reaching the collector stops the workload. This
-			 * control path is the supervisor's own: nothing inside the sandbox can refuse it. */
-			struct sl_exporter_stats es;
-			sl_exporter_stats(exporter, &es);
-			int64_t silent_ms = (sl_now_monotonic_ns() - es.last_answer_ns) / 1000000;
-			if (silent_ms > (int64_t)watchdog_ms) {
-				stopped_blind = true;
-				char why[160];
-				snprintf(why, sizeof(why), "high-risk sandbox blind: no acknowledgement from the collector for %lld ms "
-							  "(limit %u ms)", (long long)silent_ms, watchdog_ms);
-				supervisor_stop(rec, &sb, why);
-				reason = "killed: blind past the high-risk limit";
-			}
+			const char *r2 = sl_sup_watch_tick(&watch, exporter, rec, &tgt);
+			if (r2)
+				reason = r2;
 		}
 		if (watchdog_ms && pr == 0 && (!deadline || sl_now_monotonic_ns() < deadline))
 			continue;
@@ -909,7 +694,7 @@ int sl_cmd_run(int argc, char **argv)
 			continue;
 		}
 		if (ctl_fd >= 0 && pf[2].revents) {
-			const char *r2 = control(ctl_fd, &sb, rec, o.id.credential_ref);
+			const char *r2 = sl_sup_control(ctl_fd, &tgt, rec, o.id.credential_ref);
 			if (r2)
 				reason = r2;
 		}
@@ -973,7 +758,7 @@ int sl_cmd_run(int argc, char **argv)
 	sl_json_obj_close(&j);
 	/* Even after a record failure, try: the end of the story may still fit once the failed line
 	 * was rolled back, and says why the workload was stopped. */
-	r = append(rec, "lifecycle.exit", &j);
+	r = sl_sup_append(rec, "lifecycle.exit", &j);
 	if (atomic_load(&sup.fatal))
 		r = atomic_load(&sup.fatal);
 	sl_json_reset(&j);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/run_gvisor.h"
+#include "cli/supervise.h"
 #include "common/json.h"
 #include "common/util.h"
 #include "common/version.h"
@@ -27,113 +28,22 @@
 
 #define DEFAULT_RETRIES 200 /* with 25 us .. 10 ms backoff: the Sentry waits up to ~2 s per point */
 
-static int append(struct sl_record *rec, const char *cls, struct sl_json *j)
-{
-	if (sl_json_error(j))
-		return sl_json_error(j);
-	int64_t r = sl_record_append(rec, cls, sl_now_realtime_ns(), j);
-	return r < 0 ? (int)r : 0;
-}
-
 static void on_fatal(void *arg)
 {
 	sl_gvisor_kill(arg); /* the record failed: nothing more may happen unrecorded */
 }
 
-/* The control socket beside the record, as for native (0600, this uid and root). */
-static int control_listen(const char *path)
+/* The runsc sandbox as the supervisor's target (supervise.h). */
+static int gv_freeze(void *arg, bool on)
 {
-	struct sockaddr_un un = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(un.sun_path))
-		return -ENAMETOOLONG;
-	snprintf(un.sun_path, sizeof(un.sun_path), "%s", path);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	unlink(path);
-	mode_t old = umask(0177);
-	int r = bind(fd, (struct sockaddr *)&un, sizeof(un));
-	umask(old);
-	if (r < 0 || listen(fd, 8) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
+	return sl_gvisor_pause(arg, on);
 }
 
-static void control_event(struct sl_record *rec, const char *action, const struct ucred *cr, const char *why)
+/* runsc kill --all, then SIGKILL to runsc's process group (gofer and sandbox process); a pause
+ * first would only add a runsc round trip before the same kill. */
+static void gv_stop(void *arg)
 {
-	struct sl_json j;
-	sl_json_init(&j);
-	sl_json_str(&j, "action", action, 0);
-	sl_json_str(&j, "by", "control socket", 0);
-	sl_json_int(&j, "peer_uid", cr->uid);
-	sl_json_int(&j, "peer_pid", cr->pid);
-	if (why && *why)
-		sl_json_str(&j, "reason", why, 256);
-	sl_json_obj_open(&j, "ocsf");
-	sl_json_int(&j, "class_uid", 1007);
-	sl_json_int(&j, "activity_id", !strcmp(action, "stop") ? 2 : 99);
-	sl_json_obj_close(&j);
-	append(rec, "control.action", &j);
-	sl_json_free(&j);
-}
-
-/* Same commands as native: stop (runsc kill --all + runsc's process group), freeze/thaw (runsc
- * pause/resume), revoke (recorded). Only root or this uid (SO_PEERCRED). */
-static const char *control(int lfd, struct sl_gvisor *g, struct sl_record *rec)
-{
-	const char *stopped = NULL;
-	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			return stopped;
-		struct ucred cr;
-		socklen_t cl = sizeof(cr);
-		char req[300] = "";
-		const char *resp = "ok\n";
-		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
-		    (cr.uid != 0 && cr.uid != geteuid())) {
-			resp = "denied\n";
-		} else {
-			ssize_t n = recv(fd, req, sizeof(req) - 1, 0);
-			req[n > 0 ? n : 0] = '\0';
-			char *nl = strchr(req, '\n');
-			if (nl)
-				*nl = '\0';
-			char *arg = strchr(req, ' ');
-			if (arg)
-				*arg++ = '\0';
-			if (!strcmp(req, "stop")) {
-				control_event(rec, "stop", &cr, arg);
-				sl_gvisor_kill(g);
-				stopped = "killed: control path (stop)";
-			} else if (!strcmp(req, "freeze") || !strcmp(req, "thaw")) {
-				control_event(rec, req, &cr, arg);
-				if (sl_gvisor_pause(g, !strcmp(req, "freeze")) < 0)
-					resp = "error: runsc pause/resume failed\n";
-			} else if (!strcmp(req, "revoke")) {
-				control_event(rec, "revoke", &cr, arg);
-			} else {
-				resp = "error: stop|freeze|thaw|revoke\n";
-			}
-		}
-		(void)!send(fd, resp, strlen(resp), MSG_NOSIGNAL);
-		close(fd);
-	}
-}
-
-static int read_secret(const char *path, uint8_t out[SL_FRAME_MASTER_LEN])
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = sl_read_full(fd, out, SL_FRAME_MASTER_LEN + 1);
-	close(fd);
-	return n == SL_FRAME_MASTER_LEN ? 0 : -EINVAL;
+	sl_gvisor_kill(arg);
 }
 
 static void json_strs(struct sl_json *j, const char *key, char *const *v, size_t n)
@@ -158,6 +68,8 @@ static void begin_body(struct sl_json *j, const struct sl_gv_run_args *a, const 
 	sl_json_str(j, "sightline_version", SL_VERSION, 0);
 	sl_json_str(j, "host", u.nodename, 0);
 	sl_json_int(j, "started", g->start_real_ns ? g->start_real_ns : sl_now_realtime_ns());
+	/* Part of the binding at the collector, as native (a later export binds the same way). */
+	sl_json_str(j, "risk_class", a->risk_class, 0);
 	sl_json_str(j, "container_id", cid, 0);
 	sl_json_arr_open(j, "command");
 	for (size_t i = 0; a->argv[i]; i++) {
@@ -212,7 +124,7 @@ static int declared_gap(struct sl_record *rec, struct sl_json *j, const char *ga
 	sl_json_str(j, "gap", gap, 0);
 	sl_json_str(j, "detail", detail, 0);
 	sl_json_bool(j, "accepted", true);
-	return append(rec, "sensor.gap", j);
+	return sl_sup_append(rec, "sensor.gap", j);
 }
 
 int sl_run_gvisor(const struct sl_gv_run_args *a)
@@ -222,6 +134,7 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	char err[1024], version[256], dir[PATH_MAX], sink_path[PATH_MAX], ctl_path[PATH_MAX], cid[64];
 	struct sl_record *rec = NULL;
 	struct sl_exporter *exporter = NULL;
+	struct sl_canary_listener *vlistener = NULL;
 	struct sl_gvisor g;
 	struct sl_gv_sink sink;
 	struct sl_json j;
@@ -305,7 +218,7 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 		goto out;
 	}
 	begin_body(&j, a, version, cid, retries, &g);
-	r = append(rec, "record.begin", &j);
+	r = sl_sup_append(rec, "record.begin", &j);
 	/* What this runtime does not do, said once at the start (docs/gvisor.md). */
 	if (r == 0)
 		r = declared_gap(
@@ -342,17 +255,17 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	sl_json_int(&j, "class_uid", 1007);
 	sl_json_int(&j, "activity_id", 1);
 	sl_json_obj_close(&j);
-	if ((r = append(rec, "lifecycle.start", &j)) < 0) {
+	if ((r = sl_sup_append(rec, "lifecycle.start", &j)) < 0) {
 		fprintf(stderr, "sightline run: write record: %s\n", strerror(-r));
 		goto out;
 	}
 	snprintf(ctl_path, sizeof(ctl_path), "%.*s/%s.ctl", PATH_MAX - 64, a->recdir, a->sandbox_id);
-	ctl_fd = control_listen(ctl_path);
+	ctl_fd = sl_sup_control_listen(ctl_path);
 	if (ctl_fd < 0)
 		fprintf(stderr, "sightline run: no control socket at %s: %s\n", ctl_path, strerror(-ctl_fd));
 	if (a->collector) {
 		uint8_t master[SL_FRAME_MASTER_LEN];
-		int kr = read_secret(a->collector_secret, master);
+		int kr = sl_sup_read_secret(a->collector_secret, master);
 		struct sl_exporter_cfg ec = {.addr = a->collector,
 					     .record_path = sl_record_path(rec),
 					     .sandbox_id = a->sandbox_id,
@@ -374,14 +287,26 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	if (!a->quiet)
 		fprintf(stderr, "sightline: sandbox %s (gvisor, %s), record %s\n", a->sandbox_id, version,
 			sl_record_path(rec));
+	/* The validator's listener cannot live in the Sentry's netstack (runsc --network=none has
+	 * only its own loopback, inside the Sentry): it listens on the host loopback at the port the
+	 * workload tries, so a connection that leaked out of the sandbox to the host is seen. */
+	if (a->validator_listen && sl_sup_validator_listener(a->validator_listen, getpid(), &vlistener) < 0)
+		goto out;
 	if ((r = sl_gvisor_start(&gc, &g, err, sizeof(err))) < 0) {
 		fprintf(stderr, "sightline run: start runsc: %s\n", err);
 		status = 3;
 		goto out;
 	}
 
-	unsigned watchdog_ms = exporter && !strcmp(a->risk_class, "high") ? a->max_blind_ms : 0;
-	bool stopped_blind = false;
+	struct sl_sup_target tgt = {.arg = &g,
+				    .freeze = gv_freeze,
+				    .stop = gv_stop,
+				    .freeze_error = "error: runsc pause/resume failed\n"};
+	/* The same export watch as native: blind detection for every risk class, the high-risk stop
+	 * and a refused credential (supervise.c). */
+	unsigned watchdog_ms = exporter ? sl_sup_blind_limit_ms(a->risk_class, a->max_blind_ms) : 0;
+	struct sl_sup_watch watch = {
+	    .risk_class = a->risk_class, .collector = a->collector, .limit_ms = watchdog_ms};
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	const char *reason = "exited";
 	int64_t deadline =
@@ -402,33 +327,10 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 			continue;
 		if (pf[0].revents)
 			break;
-		if (watchdog_ms && !stopped_blind) {
-			struct sl_exporter_stats es;
-			sl_exporter_stats(exporter, &es);
-			int64_t silent_ms = (sl_now_monotonic_ns() - es.last_answer_ns) / 1000000;
-			if (silent_ms > (int64_t)watchdog_ms) {
-				stopped_blind = true;
-				struct sl_json cj;
-				sl_json_init(&cj);
-				sl_json_str(&cj, "action", "stop", 0);
-				sl_json_str(&cj, "by", "supervisor", 0);
-				char why[160];
-				snprintf(why, sizeof(why),
-					 "high-risk sandbox blind: no acknowledgement from the collector for "
-					 "%lld ms "
-					 "(limit %u ms)",
-					 (long long)silent_ms, watchdog_ms);
-				sl_json_str(&cj, "reason", why, 0);
-				sl_json_obj_open(&cj, "ocsf");
-				sl_json_int(&cj, "class_uid", 1007);
-				sl_json_int(&cj, "activity_id", 2);
-				sl_json_obj_close(&cj);
-				append(rec, "control.action", &cj);
-				sl_json_free(&cj);
-				sl_gvisor_kill(&g);
-				reason = "killed: blind past the high-risk limit";
-				fprintf(stderr, "sightline run: %s\n", why);
-			}
+		if (watchdog_ms) {
+			const char *r2 = sl_sup_watch_tick(&watch, exporter, rec, &tgt);
+			if (r2)
+				reason = r2;
 			if (pr == 0 && (!deadline || sl_now_monotonic_ns() < deadline))
 				continue;
 		}
@@ -439,7 +341,7 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 			continue;
 		}
 		if (ctl_fd >= 0 && pf[2].revents) {
-			const char *r2 = control(ctl_fd, &g, rec);
+			const char *r2 = sl_sup_control(ctl_fd, &tgt, rec, a->id.credential_ref);
 			if (r2)
 				reason = r2;
 		}
@@ -456,6 +358,8 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 		unlink(ctl_path);
 		ctl_fd = -1;
 	}
+	sl_canary_listener_stop(vlistener);
+	vlistener = NULL;
 	int wstatus = 0;
 	struct rusage ru;
 	memset(&ru, 0, sizeof(ru));
@@ -498,7 +402,7 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	sl_json_int(&j, "class_uid", 1007);
 	sl_json_int(&j, "activity_id", 2);
 	sl_json_obj_close(&j);
-	r = append(rec, "lifecycle.exit", &j);
+	r = sl_sup_append(rec, "lifecycle.exit", &j);
 	if (atomic_load(&sink.fatal))
 		r = atomic_load(&sink.fatal);
 	sl_json_reset(&j);
@@ -510,7 +414,10 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	rec = NULL;
 	if (exporter) {
 		struct sl_exporter_stats es;
-		int er = sl_exporter_finish(exporter, a->drain_seconds * 1000u, &es);
+		sl_exporter_stats(exporter, &es);
+		/* Refused for good (revoked): waiting would only delay the exit; the record keeps it all. */
+		unsigned drain_ms = es.error_code == SL_FRAME_ERR_REVOKED ? 0 : a->drain_seconds * 1000u;
+		int er = sl_exporter_finish(exporter, drain_ms, &es);
 		exporter = NULL;
 		if (er < 0)
 			fprintf(stderr,
@@ -534,6 +441,7 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 		status = 125;
 	}
 out:
+	sl_canary_listener_stop(vlistener);
 	if (sfd >= 0)
 		close(sfd);
 	if (ctl_fd >= 0) {

@@ -27,6 +27,9 @@ struct sl_gv_run_args {
 	const char *risk_class;
 	unsigned drain_seconds;
 	unsigned max_blind_ms;
+	/* --validator-listen PORT:LOGFILE: the validator's listener, on the host loopback (the
+	 * sandbox's netstack is the Sentry's own; docs/contract.md), or NULL */
+	const char *validator_listen;
 };
 
 /* Run the sandbox to its end. Returns the process exit status (the workload's, 125 for our own

@@ -13,11 +13,18 @@ struct sl_cap_class {
 	int observer;		   /* enum sl_observer */
 	const char *const *fields; /* NULL-terminated */
 	const char *note;	   /* a condition on coverage, or NULL */
+	/* Actions (1u << enum sl_action) after which this class is NOT emitted although it is
+	 * emitted after others (gVisor: policy.deny after an open refused with EROFS, never after a
+	 * blocked connect). 0: every action. */
+	unsigned not_after;
 };
 
 struct sl_runtime_caps {
 	const char *runtime; /* "native", "gvisor" */
 	const char *sensor;  /* the sensor's name */
+	/* What every line of this runtime's record says in "observer" (the record writer stamps one
+	 * per record): the validator checks it, the observation point per class is the table's. */
+	const char *record_observer;
 	const struct sl_cap_class *classes;
 	size_t n_classes;
 	/* The sensor version acceptances are tied to (src/common/version.h for native). */

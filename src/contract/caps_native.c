@@ -27,27 +27,41 @@ static const char *const f_exit[] = {"pid",	   "host_pid",	  "exit_code",	 "sign
 				     "max_rss_kb", "ocsf",	  NULL};
 static const char *const f_gap[] = {"gap",	"detail",   "accepted", "pid",	  "tid", "host_pid",
 				    "host_tid", "exec_seq", "expected", "actual", NULL};
-static const char *const f_control[] = {"action", "by", "peer_uid", "peer_pid", "reason", "ocsf", NULL};
-static const char *const f_begin[] = {
-    "manifest",	       "manifest.runtime",	  "manifest.runtime_version",
-    "manifest.sensor", "manifest.sensor_version", "manifest.sightline_version",
-    "manifest.policy", "manifest.layers",	  NULL};
+static const char *const f_control[] = {"action",	  "by",	  "peer_uid", "peer_pid", "reason",
+					"credential_ref", "ocsf", NULL};
+/* export.blind / export.restored: the supervisor's own watch on the collector (cli/supervise.c). */
+static const char *const f_blind[] = {"detected_ns",  "last_ack_ns", "last_ack_seq", "backlog",
+				      "max_blind_ms", "risk_class",  "collector",    NULL};
+static const char *const f_restored[] = {"restored_ns", "blind_since_ns", "ack_seq", "backlog", NULL};
+static const char *const f_begin[] = {"manifest",
+				      "manifest.runtime",
+				      "manifest.runtime_version",
+				      "manifest.sensor",
+				      "manifest.sensor_version",
+				      "manifest.sightline_version",
+				      "manifest.policy",
+				      "manifest.layers",
+				      "manifest.risk_class",
+				      NULL};
 static const char *const f_end[] = {"counts", NULL};
 
 static const struct sl_cap_class native_classes[] = {
     {"process.exec", SL_OBS_SUPERVISOR, f_exec,
-     "written before the kernel runs the exec (exact: false when another thread could race it)"},
+     "written before the kernel runs the exec (exact: false when another thread could race it)", 0},
     {"file.open", SL_OBS_SUPERVISOR, f_open,
-     "opens only (not stat/unlink/rename); off with sensor.record_opens: false"},
-    {"network.connect", SL_OBS_SUPERVISOR, f_connect, "connect only (not sendto without connect)"},
+     "opens only (not stat/unlink/rename); off with sensor.record_opens: false", 0},
+    {"network.connect", SL_OBS_SUPERVISOR, f_connect, "connect only (not sendto without connect)", 0},
     {"policy.deny", SL_OBS_SUPERVISOR, f_deny,
-     "refusals by the supervisor and the seccomp layer (not Landlock's)"},
-    {"lifecycle.start", SL_OBS_SUPERVISOR, f_start, NULL},
-    {"lifecycle.exit", SL_OBS_SUPERVISOR, f_exit, "pid 1 only"},
-    {"sensor.gap", SL_OBS_SUPERVISOR, f_gap, NULL},
-    {"control.action", SL_OBS_SUPERVISOR, f_control, NULL},
-    {"record.begin", SL_OBS_SUPERVISOR, f_begin, NULL},
-    {"record.end", SL_OBS_SUPERVISOR, f_end, NULL},
+     "refusals by the supervisor and the seccomp layer (not Landlock's)", 0},
+    {"lifecycle.start", SL_OBS_SUPERVISOR, f_start, NULL, 0},
+    {"lifecycle.exit", SL_OBS_SUPERVISOR, f_exit, "pid 1 only", 0},
+    {"sensor.gap", SL_OBS_SUPERVISOR, f_gap, NULL, 0},
+    {"control.action", SL_OBS_SUPERVISOR, f_control, NULL, 0},
+    {"export.blind", SL_OBS_SUPERVISOR, f_blind, "no ACK from the collector for the risk class's max blind",
+     0},
+    {"export.restored", SL_OBS_SUPERVISOR, f_restored, NULL, 0},
+    {"record.begin", SL_OBS_SUPERVISOR, f_begin, NULL, 0},
+    {"record.end", SL_OBS_SUPERVISOR, f_end, NULL, 0},
 };
 
 /* The native runtime is the host kernel plus the Landlock ABI it offers: an upgrade of either
@@ -64,6 +78,7 @@ static int native_version(char *buf, size_t len)
 const struct sl_runtime_caps sl_caps_native = {
     .runtime = "native",
     .sensor = "sightline-supervisor",
+    .record_observer = "supervisor",
     .classes = native_classes,
     .n_classes = SL_ARRAY_LEN(native_classes),
     .sensor_version = SL_SENSOR_VERSION,

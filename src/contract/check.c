@@ -76,6 +76,9 @@ void sl_contract_check_one(const struct sl_contract *c, const struct sl_contract
 			 sl_observer_name(other_obs->observer), sl_observer_name(b->observer));
 	else if (!cc)
 		snprintf(why, sizeof(why), "%s does not emit %s", rt->runtime, b->event);
+	else if (cc->not_after & (1u << b->action))
+		snprintf(why, sizeof(why), "%s emits %s but not after %s (%s)", rt->runtime, b->event,
+			 sl_action_name(b->action), cc->note ? cc->note : "");
 	else {
 		size_t l = 0;
 		for (size_t k = 0; k < b->n_fields; k++)

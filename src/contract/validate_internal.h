@@ -19,6 +19,7 @@ struct sl_vctx {
 	pid_t run_pid;
 	int run_status;
 	bool run_exited, running_at_close;
+	bool gvisor; /* the runtime is gVisor: the workload polls for files instead of a FIFO */
 	int64_t cut_ns, restore_ns, gate_closed_ns, blind_since_ns;
 	char gate_answer[256];
 };

@@ -176,8 +176,8 @@ static void point(struct sl_gv_sink *s, struct conn *c, const uint8_t *buf, size
 			atomic_fetch_add(&s->c.exec, 1);
 		if (m.type == SL_GV_SYSCALL_CONNECT)
 			atomic_fetch_add(&s->c.connect, 1);
-		if (emit(s, cls, &j) == 0 && r == 2)
-			emit(s, "policy.deny", &deny);
+		if (emit(s, cls, &j) == 0 && r == 2 && emit(s, "policy.deny", &deny) == 0)
+			atomic_fetch_add(&s->c.deny, 1);
 	}
 	sl_json_free(&j);
 	sl_json_free(&deny);
@@ -369,6 +369,7 @@ void sl_gv_sink_counts_json(struct sl_gv_sink *s, struct sl_json *j)
 	sl_json_uint(j, "process.exec", atomic_load(&s->c.exec));
 	sl_json_uint(j, "file.open", atomic_load(&s->c.open));
 	sl_json_uint(j, "network.connect", atomic_load(&s->c.connect));
+	sl_json_uint(j, "policy.deny", atomic_load(&s->c.deny));
 	sl_json_uint(j, "sensor.gap", atomic_load(&s->c.gaps));
 	sl_json_uint(j, "gvisor.datagrams", atomic_load(&s->c.datagrams));
 	sl_json_uint(j, "gvisor.connections", atomic_load(&s->c.connections));

@@ -29,6 +29,7 @@ struct sl_gv_sink_counts {
 	atomic_uint_fast64_t rejected[SL_GV_R_COUNT];
 	atomic_uint_fast64_t no_event; /* valid points that give no event (enter points, thread exits) */
 	atomic_uint_fast64_t exec_failed, connect_enter, starts;
+	atomic_uint_fast64_t deny; /* policy.deny lines written (EROFS/EACCES/EPERM opens) */
 	atomic_uint_fast64_t open, exec, connect;
 };
 

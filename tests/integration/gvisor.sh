@@ -254,3 +254,149 @@ test_gvisor_high_risk_blind_stops_workload() {
 	rec_has '.class=="control.action" and .action=="stop" and (.reason|test("blind"))' || fail "stop not recorded"
 	rec_has '.class=="lifecycle.exit" and .reason=="killed: blind past the high-risk limit"' || fail "exit reason"
 }
+
+test_gvisor_export_blind_when_collector_killed() {
+	need_runsc
+	local sock=$SL_TMP/collector.sock db=$SL_TMP/collector.db secret=$SL_TMP/collector.secret
+	collectd_bg "$sock" "$db" "$secret"
+	GV_CPID=$BG_PID
+	trap 'kill "$GV_CPID" 2>/dev/null || true; wait "$GV_CPID" 2>/dev/null || true; rm -rf "$SL_TMP"' EXIT
+	mkdir -p "$SL_TMP/ws-root"
+	echo x >"$SL_TMP/ws-root/f"
+	# Medium risk, 1 s limit: the collector is killed 1 s in and restarted 3 s later. The same
+	# supervisor watch as native (supervise.c) records the blindness and the restore; the
+	# workload is not stopped (medium), and nothing it did during the outage is lost.
+	( sleep 1; kill -9 "$GV_CPID"; sleep 3
+	  collectd_bg "$sock" "$db" "$secret"; echo "$BG_PID" >"$SL_TMP/pid2" ) &
+	local killer=$!
+	SL_RUN_FLAGS="--runtime gvisor --collector unix:$sock --collector-secret $secret --risk-class medium --max-blind-ms 1000 --drain-seconds 10" \
+		sl_sandbox root -- /bin/sh -c 'for i in $(seq 1 60); do /workspace/probe opens 5 /workspace/f >/dev/null; sleep 0.1; done'
+	wait "$killer" || true
+	GV_CPID=$(cat "$SL_TMP/pid2")
+	assert_eq "$RC" 0 "medium-risk workload kept running"
+	expect_verified
+	echo "$ERR" | grep -q 'export blind: no acknowledgement from unix:' || fail "supervisor did not say it was blind: $ERR"
+	rec_has '.class=="export.blind" and .risk_class=="medium" and .max_blind_ms==1000 and .observer=="gvisor-sentry"' ||
+		fail "no export.blind in the gVisor record"
+	rec_has '.class=="export.restored" and .blind_since_ns > 0' || fail "no export.restored after the collector came back"
+	# blind before restored, and the manifest carries the risk class (the binding's).
+	assert_eq "$(jq -r 'select(.class=="export.blind" or .class=="export.restored") | .class' "$REC" | head -n 2 | tr '\n' ' ')" \
+		"export.blind export.restored " "order"
+	rec_has '.class=="record.begin" and .manifest.risk_class=="medium" and .manifest.runtime=="gvisor"' || fail "manifest risk_class"
+	rec_has '.class=="lifecycle.exit" and .reason=="exited"' || fail "exit reason"
+	# Everything reached the restarted collector.
+	"$SL_BIN" events --db "$db" --sandbox "$(basename "$REC" .jsonl)" >"$SL_TMP/stored"
+	cmp "$SL_TMP/stored" "$REC" || fail "collector's copy differs ($(wc -l <"$SL_TMP/stored") vs $(wc -l <"$REC") lines)"
+}
+
+test_gvisor_revoked_credential_stops_high_risk() {
+	need_runsc
+	local sock=$SL_TMP/collector.sock db=$SL_TMP/collector.db secret=$SL_TMP/collector.secret
+	collectd_bg "$sock" "$db" "$secret"
+	GV_CPID=$BG_PID
+	trap 'kill "$GV_CPID" 2>/dev/null || true; wait "$GV_CPID" 2>/dev/null || true; rm -rf "$SL_TMP"' EXIT
+	mkdir -p "$SL_TMP/ws-root" "$SL_TMP/rec-a"
+	chown 1000:1000 "$SL_TMP/ws-root"
+	printf 'workspace: %s\n' "$SL_TMP/ws-root" >"$SL_TMP/pa.yaml"
+	# A gVisor sandbox's credential reference is revoked on its control socket (recorded with the
+	# reference, shipped, enforced by the collector) ...
+	"$SL_BIN" run --runtime gvisor --tenant acme --agent agent-7 --task A --version v1 --credential-ref cred-ref-42 \
+		--policy "$SL_TMP/pa.yaml" --record-dir "$SL_TMP/rec-a" --quiet --collector "unix:$sock" \
+		--collector-secret "$secret" -- /bin/sleep 3 >/dev/null 2>"$SL_TMP/a.err" &
+	local a=$! ctl=""
+	for _ in $(seq 1 200); do
+		ctl=$(ls "$SL_TMP"/rec-a/*.ctl 2>/dev/null | head -n 1)
+		[ -n "$ctl" ] && "$SL_BIN" status --db "$db" --json 2>/dev/null | grep -q healthy && break
+		sleep 0.05
+	done
+	[ -n "$ctl" ] || fail "no control socket: $(cat "$SL_TMP/a.err")"
+	assert_eq "$(python3 -c "
+import socket, sys
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); c.sendall(b'revoke key leaked\n'); print(c.recv(64).decode().strip())" "$ctl")" ok "revoke answer"
+	wait "$a" || fail "task A failed: $(cat "$SL_TMP/a.err")"
+	REC=$(ls "$SL_TMP"/rec-a/*.jsonl)
+	rec_has '.class=="control.action" and .action=="revoke" and .credential_ref=="cred-ref-42" and .reason=="key leaked"' ||
+		fail "revoke not recorded with its credential reference"
+	for _ in $(seq 1 40); do
+		[ "$(sqlite3 "$db" "select count(*) from revoked where credential_ref='cred-ref-42'")" = 1 ] && break
+		sleep 0.05
+	done
+	assert_eq "$(sqlite3 "$db" "select credential_ref from revoked")" cred-ref-42 "revoked at the collector"
+	# ... then a high-risk gVisor run with it is refused at its HELLO and its workload stopped, by the
+	# same supervisor watch as native.
+	SL_RUN_FLAGS="--runtime gvisor --collector unix:$sock --collector-secret $secret --risk-class high" \
+		sl_sandbox root -- /bin/sleep 20
+	assert_eq "$RC" 137 "a high-risk workload refused by the collector is stopped"
+	expect_verified
+	rec_has '.class=="control.action" and .by=="supervisor" and (.reason|test("collector refused the sandbox"))' || fail "stop not recorded: $ERR"
+	rec_has '.class=="lifecycle.exit" and .reason=="killed: collector refused the credential reference"' || fail "exit reason"
+}
+
+test_gvisor_caps_table_matches_record() {
+	need_runsc
+	mkdir -p "$SL_TMP/ws-root"
+	echo x >"$SL_TMP/ws-root/f"
+	# A workload that makes every guest-runtime class appear: execs, opens (one relative, one
+	# refused by the read-only mount: policy.deny), sockets and binds that work and that are
+	# refused, a refused connect, a child process that exits.
+	cat >"$SL_TMP/ws-root/w.py" <<'PY'
+import os, socket
+os.chdir('/workspace')
+open('f').read()
+try:
+    open('/usr/sightline-ro-probe', 'w')
+except OSError:
+    pass
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.close()
+try:  # refused: not a local address (errno on network.bind)
+    socket.socket().bind(('192.0.2.1', 4242))
+except OSError:
+    pass
+try:  # refused: no raw sockets without CAP_NET_RAW (errno on network.socket)
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)
+except OSError:
+    pass
+c = socket.socket()
+try:
+    c.connect(('127.0.0.1', 1))
+except OSError:
+    pass
+pid = os.fork()
+if pid == 0:
+    os._exit(3)
+os.waitpid(pid, 0)
+PY
+	SL_RUN_FLAGS="--runtime gvisor" sl_sandbox root -- /bin/sh -c '/usr/bin/python3 /workspace/w.py && /workspace/probe noop'
+	[ "$RC" = 0 ] || fail "run failed: $ERR"
+	expect_verified
+	"$SL_BIN" contract caps --runtime gvisor --json >"$SL_TMP/caps.json"
+	# The table says what the record carries, both ways: every member it lists for a class shows
+	# on some line of that class, and every member a line carries is listed (or common).
+	python3 - "$SL_TMP/caps.json" "$REC" <<'PY' || fail "the gVisor capability table does not match the record"
+import json, sys
+caps = json.load(open(sys.argv[1]))
+lines = [json.loads(l) for l in open(sys.argv[2])]
+common = {"seq", "sandbox_id", "time", "class", "observer", "identity", "prev_hash", "hash"}
+want = ["process.exec", "file.open", "network.connect", "network.bind", "network.socket",
+        "process.clone", "process.exit", "policy.deny", "lifecycle.start", "lifecycle.exit"]
+extra_ok = {"process.exec": {"ppid"}}  # init's ppid 0 only, deliberately not listed
+bad = 0
+for cc in caps["classes"]:
+    ev = cc["event"]
+    if ev not in want:
+        continue
+    got = [l for l in lines if l["class"] == ev]
+    if not got:
+        print("no %s line in the record" % ev); bad += 1; continue
+    for l in got:
+        if l["observer"] != caps["record_observer"]:
+            print("%s observer %s" % (ev, l["observer"])); bad += 1
+    seen = set().union(*[set(l) for l in got]) - common
+    listed = set(f for f in cc["fields"] if "." not in f)
+    for f in sorted(listed - seen):
+        print("%s: listed %s never written" % (ev, f)); bad += 1
+    for f in sorted(seen - listed - extra_ok.get(ev, set())):
+        print("%s: writes %s, not listed" % (ev, f)); bad += 1
+sys.exit(1 if bad else 0)
+PY
+}
