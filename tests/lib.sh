@@ -76,7 +76,10 @@ expect_verified() {
 collectd_bg() {
 	local sock=$1 db=$2 secret=$3
 	shift 3
-	"$SL_BIN" collectd --listen "unix:$sock" --db "$db" --secret "$secret" "$@" >>"$SL_TMP/collectd.log" 2>&1 &
+	# Never the default operator socket under /run: tests of two runs must not share it.
+	local admin=()
+	[[ " $* " == *" --admin "* ]] || admin=(--admin "unix:$sock.admin")
+	"$SL_BIN" collectd --listen "unix:$sock" --db "$db" --secret "$secret" "${admin[@]}" "$@" >>"$SL_TMP/collectd.log" 2>&1 &
 	BG_PID=$!
 	for _ in $(seq 1 100); do
 		[ -S "$sock" ] && grep -q 'collector ready' "$SL_TMP/collectd.log" 2>/dev/null && return 0
@@ -85,3 +88,7 @@ collectd_bg() {
 	cat "$SL_TMP/collectd.log"
 	fail "collector did not start"
 }
+
+# A free TCP port on the loopback (the kernel picks it): tests never share a fixed port, so two
+# runs on one machine, or a leftover listener, cannot make a test fail for the wrong reason.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

@@ -15,7 +15,9 @@ collector_stop() { kill "$COLL_PID" 2>/dev/null || true; wait "$COLL_PID" 2>/dev
 
 test_stream_to_collector() {
 	need_root
-	collector_start --metrics tcp:127.0.0.1:19464
+	local mport
+	mport=$(free_port)
+	collector_start --metrics tcp:127.0.0.1:$mport
 	trap 'collector_stop; rm -rf "$SL_TMP"' EXIT
 	mkdir -p "$SL_TMP/ws-root"
 	echo x >"$SL_TMP/ws-root/f"
@@ -32,7 +34,7 @@ test_stream_to_collector() {
 	"$SL_BIN" status --collector "$COLL_ADMIN" --json | jq -e '.state=="ended"' >/dev/null || fail "status --collector"
 	[ "$("$SL_BIN" events --collector "$COLL_ADMIN" --class file.open | wc -l)" -ge 20000 ] || fail "events --collector"
 	# Prometheus text on the loopback endpoint.
-	python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:19464/metrics').read().decode())" >"$SL_TMP/metrics"
+	python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$mport/metrics').read().decode())" >"$SL_TMP/metrics"
 	grep -q "^sightline_events_received_total $(wc -l <"$REC")\$" "$SL_TMP/metrics" || fail "events counter: $(grep events_received "$SL_TMP/metrics")"
 	grep -q '^sightline_ingest_latency_seconds_count ' "$SL_TMP/metrics" || fail "no latency histogram"
 	grep -q '^sightline_sandboxes{state="blind"} 0$' "$SL_TMP/metrics" || fail "blind gauge"

@@ -73,7 +73,9 @@ test_hostile_collector() {
 	command -v sqlite3 >/dev/null || skip "needs the sqlite3 command"
 	# The interpreter itself, not a version manager's shim: ~25 runs of the client, each 0.1 s, not 0.4.
 	HC_PY=$(python3 -c 'import sys; print(sys.executable)')
-	hostile_collector_start --metrics tcp:127.0.0.1:19473
+	local mport
+	mport=$(free_port)
+	hostile_collector_start --metrics tcp:127.0.0.1:$mport
 	trap 'hostile_collector_stop; rm -rf "$SL_TMP"' EXIT
 	declare -gA HC_EXPECT=()
 	HC_VIOLATIONS=()
@@ -130,12 +132,12 @@ test_hostile_collector() {
 		"rejects table"
 	echo "rejects: $(hc_rejects)"
 	# Drops reported by sensors: the valid sessions' heartbeats say dropped=5 (B sent none).
-	python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:19473/metrics').read().decode())" >"$SL_TMP/metrics"
+	python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$mport/metrics').read().decode())" >"$SL_TMP/metrics"
 	grep -q '^sightline_sensor_dropped_total 5$' "$SL_TMP/metrics" || fail "sensor drops: $(grep dropped "$SL_TMP/metrics")"
 	grep -q '^sightline_frames_rejected_total{reason="other_sandbox_key"} 1$' "$SL_TMP/metrics" || fail "other_sandbox_key in /metrics"
 	# After a restart the collector still knows B's key id (from B's stored binding).
 	hostile_collector_stop
-	hostile_collector_start --metrics tcp:127.0.0.1:19473
+	hostile_collector_start --metrics tcp:127.0.0.1:$mport
 	hc_hostile other_key other_sandbox_key closes
 	if [ ${#HC_VIOLATIONS[@]} -gt 0 ]; then
 		printf '%s\n' "${HC_VIOLATIONS[@]}" >&2
