@@ -590,3 +590,73 @@ int sl_line_check(struct sl_line_checker *c, const char *line, size_t len, struc
 	*why = NULL;
 	return 0;
 }
+
+/* ---- a record's chain as it is read, for a sender (sightline export) ---- */
+
+struct sl_chain_walk {
+	struct verifier v;
+	uint64_t expect;	/* the seq the next line must have */
+	char head[SL_HASH_HEX]; /* hash of the last good line */
+	char sid[SL_RECORD_SID_LEN];
+	bool ended; /* the last good line was record.end */
+};
+
+int sl_chain_walk_new(struct sl_chain_walk **out)
+{
+	struct sl_chain_walk *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	int r = verifier_init(&w->v);
+	if (r < 0) {
+		free(w);
+		return r;
+	}
+	w->expect = 1;
+	memcpy(w->head, SL_RECORD_ZERO_HASH, SL_HASH_HEX);
+	*out = w;
+	return 0;
+}
+
+void sl_chain_walk_free(struct sl_chain_walk *w)
+{
+	if (!w)
+		return;
+	verifier_free(&w->v);
+	free(w);
+}
+
+bool sl_chain_walk_ended(const struct sl_chain_walk *w)
+{
+	return w->ended;
+}
+
+int sl_chain_walk_line(struct sl_chain_walk *w, const char *line, size_t len, bool *prev_bad)
+{
+	*prev_bad = false;
+	/* The same per-line checks and order as walk() above, less the strict JSON parse: the
+	 * collector parses every line itself and refuses one that is not an event. */
+	if (w->ended || len >= SL_RECORD_LINE_MAX || memchr(line, '\0', len))
+		return 1;
+	struct line l = {.p = line, .len = len, .nl = true};
+	struct event ev;
+	memset(&ev, 0, sizeof(ev));
+	if (parse_raw(&l, &ev) || check_hash(&w->v, &l, &ev) || ev.seq != w->expect)
+		return 1;
+	if (memcmp(ev.prev, w->head, SL_RECORD_HASH_LEN)) {
+		/* Line expect-1 was changed and rehashed (see the top of this file): it is bad too. */
+		*prev_bad = w->expect > 1;
+		return 1;
+	}
+	if (w->expect > 1 && memcmp(w->sid, ev.sid, SL_RECORD_SID_LEN))
+		return 1;
+	bool is_begin = ev.cls_len == sizeof(SL_RECORD_CLASS_BEGIN) - 1 &&
+			!memcmp(ev.cls, SL_RECORD_CLASS_BEGIN, ev.cls_len);
+	if (is_begin != (w->expect == 1))
+		return 1;
+	if (w->expect == 1)
+		memcpy(w->sid, ev.sid, SL_RECORD_SID_LEN);
+	w->ended = ev.cls_len == sizeof(SL_RECORD_CLASS_END) - 1 && !memcmp(ev.cls, SL_RECORD_CLASS_END, ev.cls_len);
+	memcpy(w->head, ev.hash, SL_RECORD_HASH_LEN);
+	w->expect++;
+	return 0;
+}
