@@ -102,6 +102,11 @@ void sl_line_checker_free(struct sl_line_checker *c);
 /* line without its '\n'. Returns 0 (info filled) or -EBADMSG with *why saying what is wrong. */
 int sl_line_check(struct sl_line_checker *c, const char *line, size_t len, struct sl_line_info *info,
 		  const char **why);
+/* A top-level member of the line the last successful sl_line_check checked (a view into that
+ * line, valid while it is), or NULL. */
+struct sl_jscan_member;
+const struct sl_jscan_member *sl_line_checker_member(const struct sl_line_checker *c, const char *key,
+						     size_t key_len);
 /* Walking a record's chain line by line as it is read (sightline export checks what it ships
  * without a separate pass): each line's raw shape, own hash, seq (the next one), link to the line
  * before, sandbox id, record.begin first and nothing after record.end, in verify's order. Not the

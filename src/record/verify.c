@@ -164,6 +164,7 @@ struct event {
 	const char *prev;  /* SL_RECORD_HASH_LEN bytes */
 	const char *hash;  /* SL_RECORD_HASH_LEN bytes */
 	size_t prefix_len; /* the hashed bytes */
+	int64_t time_ns;   /* "time", as the raw parse read it */
 };
 
 struct verifier {
@@ -226,6 +227,7 @@ static const char *parse_raw(const struct line *l, struct event *ev)
 	p += neg;
 	if (!digits(&p, end, neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX, &t) || (neg && t == 0))
 		return "time is not an integer";
+	ev->time_ns = neg ? (int64_t)(0 - t) : (int64_t)t;
 	if (!LIT(&p, end, SL_RECORD_K_CLASS))
 		return "class missing";
 	ev->cls = p;
@@ -584,11 +586,16 @@ int sl_line_check(struct sl_line_checker *c, const char *line, size_t len, struc
 	memcpy(info->cls, ev.cls, ev.cls_len);
 	memcpy(info->prev_hash, ev.prev, SL_RECORD_HASH_LEN);
 	memcpy(info->hash, ev.hash, SL_RECORD_HASH_LEN);
-	/* "time" is a JSON integer (checked) followed by ','; the raw parse bounded it to int64. */
-	const struct sl_jscan_member *t = sl_jscan_get(&c->v.scan, "time", 4);
-	info->time_ns = t ? strtoll(t->val, NULL, 10) : 0;
+	/* "time": the raw parse read it, bounded to int64; the scanner saw the same bytes as an integer
+	 * (top-level keys are unique). */
+	info->time_ns = ev.time_ns;
 	*why = NULL;
 	return 0;
+}
+
+const struct sl_jscan_member *sl_line_checker_member(const struct sl_line_checker *c, const char *key, size_t key_len)
+{
+	return sl_jscan_get(&c->v.scan, key, key_len);
 }
 
 /* ---- a record's chain as it is read, for a sender (sightline export) ---- */
