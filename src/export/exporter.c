@@ -103,9 +103,8 @@ static int scan(struct sl_exporter *e)
 		if (n < 0)
 			return errno == EINTR ? 0 : -errno;
 		size_t line_start = 0;
-		for (ssize_t i = 0; i < n; i++) {
-			if (buf[i] != '\n')
-				continue;
+		const char *nl;
+		while ((nl = memchr(buf + line_start, '\n', (size_t)n - line_start))) {
 			if (e->n_lines == e->cap_lines) {
 				size_t cap = e->cap_lines ? e->cap_lines * 2 : 4096;
 				uint64_t *no = realloc(e->offs, cap * sizeof(*no));
@@ -115,7 +114,7 @@ static int scan(struct sl_exporter *e)
 				e->cap_lines = cap;
 			}
 			e->offs[e->n_lines++] = e->scan_off + line_start;
-			line_start = (size_t)i + 1;
+			line_start = (size_t)(nl - buf) + 1;
 		}
 		e->scan_off += line_start;
 		if ((size_t)n < SCAN_BUF)
