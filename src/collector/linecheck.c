@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "record/json_scan.h"
 #include "record/record.h"
 
 struct queue {
@@ -47,6 +48,25 @@ static struct sl_checked_batch *q_pop(struct queue *q)
 		b->next = NULL;
 	}
 	return b;
+}
+
+/* Could a built-in detection (sl_detect_line) fire on the line just checked? From its parsed
+ * top-level members, which are the ones the detections read (json-c's view of them is the same:
+ * the scanner refuses duplicate top-level keys): file.open with "canary": true, or policy.deny
+ * whose "syscall" is the string "connect" (or any escaped string: json-c would decode it). A
+ * superset of what fires, so detect() skips only lines where nothing can. */
+static bool detection_candidate(const struct sl_line_checker *chk, const char *cls)
+{
+	if (!strcmp(cls, "file.open")) {
+		const struct sl_jscan_member *m = sl_line_checker_member(chk, "canary", 6);
+		return m && m->type == SL_JSCAN_TRUE;
+	}
+	if (!strcmp(cls, "policy.deny")) {
+		const struct sl_jscan_member *m = sl_line_checker_member(chk, "syscall", 7);
+		return m && m->type == SL_JSCAN_STRING &&
+		       (m->escaped || (m->val_len == 7 && !memcmp(m->val, "connect", 7)));
+	}
+	return false;
 }
 
 /* Check b's lines in order; stop at the first that does not check out. */
@@ -92,6 +112,7 @@ static void check_batch(struct sl_line_checker *chk, struct sl_checked_batch *b)
 							.hash = hash,
 							.line = (const char *)line,
 							.line_len = len};
+		b->ev[b->n - 1].no_detection = !detection_candidate(chk, info.cls);
 		if (!strcmp(info.cls, "record.end"))
 			b->ended = true;
 	}

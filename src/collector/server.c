@@ -592,7 +592,7 @@ static void runtime_from_begin(struct server *s, const char *sid, const char *li
 static void detect(struct server *s, struct sandbox *sb, const struct sl_store_event *ev, int64_t now_ns)
 {
 	struct sl_detection d;
-	if (!sl_detect_line(ev->line, ev->line_len, &d))
+	if (ev->no_detection || !sl_detect_line(ev->line, ev->line_len, &d))
 		return;
 	if (!strcmp(d.kind, "canary-read") && sl_canary_seen(s->canary, d.path, now_ns))
 		return;

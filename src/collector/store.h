@@ -95,6 +95,9 @@ struct sl_store_event {
 	const char *hash;	/* SL_STORE_HASH_LEN characters */
 	const char *line;	/* the raw line; a trailing '\n' is not stored */
 	size_t line_len;
+	/* Set by the line checker when no built-in detection (detect.h) can fire on this line, so
+	 * the event loop need not look (false: look). Not stored. */
+	bool no_detection;
 };
 /* The stored head of a sandbox: last seq and its hash (0 and 64 '0' if none, or not bound). hash
  * may be NULL. Returns 0 or -errno. */

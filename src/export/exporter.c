@@ -47,6 +47,11 @@ struct sl_exporter {
 	size_t rlen;
 	char *scanbuf;
 	char *linebuf; /* one record line read back, LINEBUF bytes */
+	/* check_chain: lines [0, checked) passed sl_chain_walk; after the first bad one (bad), only
+	 * [0, good) may be shipped. Used by the exporter thread only (finish reads it after join). */
+	struct sl_chain_walk *walk;
+	uint64_t checked, good;
+	_Atomic bool bad;
 };
 #define LINEBUF (1u << 20)
 
@@ -98,9 +103,8 @@ static int scan(struct sl_exporter *e)
 		if (n < 0)
 			return errno == EINTR ? 0 : -errno;
 		size_t line_start = 0;
-		for (ssize_t i = 0; i < n; i++) {
-			if (buf[i] != '\n')
-				continue;
+		const char *nl;
+		while ((nl = memchr(buf + line_start, '\n', (size_t)n - line_start))) {
 			if (e->n_lines == e->cap_lines) {
 				size_t cap = e->cap_lines ? e->cap_lines * 2 : 4096;
 				uint64_t *no = realloc(e->offs, cap * sizeof(*no));
@@ -110,7 +114,7 @@ static int scan(struct sl_exporter *e)
 				e->cap_lines = cap;
 			}
 			e->offs[e->n_lines++] = e->scan_off + line_start;
-			line_start = (size_t)i + 1;
+			line_start = (size_t)(nl - buf) + 1;
 		}
 		e->scan_off += line_start;
 		if ((size_t)n < SCAN_BUF)
@@ -118,6 +122,87 @@ static int scan(struct sl_exporter *e)
 		if (line_start == 0)
 			return -E2BIG; /* a "line" longer than any record line: not a record */
 	}
+}
+
+/* How many leading lines may be shipped now. Without check_chain: all complete ones. With it: the
+ * checked ones, less the last unless it is final (record.end, or the last line of a finished
+ * record): a line whose successor does not link to it counts as edited (verify.c), so it waits
+ * for its successor's check. */
+static uint64_t deliverable(struct sl_exporter *e, bool finishing)
+{
+	if (!e->walk)
+		return e->n_lines;
+	if (atomic_load(&e->bad))
+		return e->good;
+	if (e->checked == 0)
+		return 0;
+	if (sl_chain_walk_ended(e->walk) || (finishing && e->checked == e->n_lines))
+		return e->checked;
+	return e->checked - 1;
+}
+
+/* Check the lines not yet checked that lie wholly in buf (record bytes [first, end)). */
+static void check_lines(struct sl_exporter *e, const char *buf, uint64_t first, uint64_t end)
+{
+	while (!atomic_load(&e->bad) && e->checked < e->n_lines) {
+		uint64_t k = e->checked, off = e->offs[k];
+		uint64_t lend = k + 1 < e->n_lines ? e->offs[k + 1] : e->scan_off;
+		if (off < first || lend > end)
+			return;
+		bool prev_bad;
+		if (sl_chain_walk_line(e->walk, buf + (off - first), (size_t)(lend - off - 1), &prev_bad)) {
+			e->good = prev_bad ? k - 1 : k;
+			atomic_store(&e->bad, true);
+			return;
+		}
+		e->checked++;
+	}
+}
+
+/* Line seq is checked but its successor did not fit in the same read (two lines near the 1 MiB
+ * limit): check the successor alone, in the scan buffer (free between scans), so line seq is not
+ * held back forever. */
+static int check_successor(struct sl_exporter *e, uint64_t seq)
+{
+	if (atomic_load(&e->bad) || e->checked != seq + 1 || seq + 1 >= e->n_lines)
+		return 0;
+	uint64_t off = e->offs[seq + 1], end = seq + 2 < e->n_lines ? e->offs[seq + 2] : e->scan_off;
+	size_t n = (size_t)(end - off);
+	if (n < 2) {
+		e->good = seq + 1;
+		atomic_store(&e->bad, true);
+		return 0;
+	}
+	if (n > LINEBUF || pread(e->rfd, e->scanbuf, n, (off_t)off) != (ssize_t)n)
+		return -EIO;
+	check_lines(e, e->scanbuf, off, end);
+	return 0;
+}
+
+/* Check lines [checked, upto) reading them on their own: after a resume the collector already
+ * holds the lines before its ACK, but the walk still starts at line 1 (the link and the sandbox id
+ * are checked against what came before). */
+static int check_upto(struct sl_exporter *e, uint64_t upto)
+{
+	enum { SCAN_BUF = (1 << 20) + 65536 }; /* scan()'s buffer, filled by it already */
+	while (!atomic_load(&e->bad) && e->checked < upto) {
+		uint64_t first = e->offs[e->checked], end = upto < e->n_lines ? e->offs[upto] : e->scan_off;
+		if (end - first > SCAN_BUF)
+			end = first + SCAN_BUF;
+		size_t n = (size_t)(end - first);
+		if (pread(e->rfd, e->scanbuf, n, (off_t)first) != (ssize_t)n)
+			return -EIO;
+		uint64_t before = e->checked;
+		check_lines(e, e->scanbuf, first, end);
+		if (e->checked == before && !atomic_load(&e->bad)) {
+			/* A line that does not fit in the buffer cannot be a record line. */
+			if (end - first < SCAN_BUF)
+				return -EIO;
+			e->good = e->checked;
+			atomic_store(&e->bad, true);
+		}
+	}
+	return 0;
 }
 
 static int dial(struct sl_exporter *e)
@@ -209,6 +294,12 @@ static int recv_frames(struct sl_exporter *e, int fd, struct sl_frame_ctx *ctx, 
 		} else if (f.type == SL_FRAME_ERROR) {
 			/* The collector refused something (and acked what it has): resend from there. */
 			atomic_store(&e->exported, atomic_load(&e->acked));
+			if (e->walk && f.error_code == SL_FRAME_ERR_PROTOCOL && !atomic_load(&e->bad)) {
+				/* A finished record's line the collector refuses stays refused: the
+				 * export ends after what it acknowledged. */
+				e->good = atomic_load(&e->acked);
+				atomic_store(&e->bad, true);
+			}
 			pthread_mutex_lock(&e->mu);
 			e->session_error = true;
 			e->error_code = f.error_code;
@@ -295,7 +386,7 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 		if ((r = scan(e)) < 0)
 			goto out;
 		uint64_t exported = atomic_load(&e->exported), acked = atomic_load(&e->acked);
-		if (finishing && acked >= e->n_lines) {
+		if (finishing && acked >= (atomic_load(&e->bad) ? e->good : e->n_lines)) {
 			r = 0;
 			goto out;
 		}
@@ -322,11 +413,21 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 			 * batch's worth (and never more than the line buffer), with one pread. */
 			uint64_t first = 0, got_end = 0;
 			char *line;
+			if (e->walk && (r = check_upto(e, seq)) < 0)
+				goto out;
 			while (seq < e->n_lines && batch->count < BATCH_LINES && batch->len < BATCH_BYTES) {
 				uint64_t off = e->offs[seq];
 				uint64_t end = seq + 1 < e->n_lines ? e->offs[seq + 1] : e->scan_off;
 				size_t ll = (size_t)(end - off);
+				if (e->walk && atomic_load(&e->bad) && seq >= e->good)
+					break;
 				if (ll < 2 || ll > LINEBUF) {
+					if (e->walk) {
+						/* An empty line: not an event, the first bad one (seq == checked). */
+						e->good = seq;
+						atomic_store(&e->bad, true);
+						break;
+					}
 					r = -EBADMSG;
 					goto out;
 				}
@@ -346,7 +447,13 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 						goto out;
 					}
 					got_end = rend;
+					if (e->walk)
+						check_lines(e, e->linebuf, first, got_end);
+					if (e->walk && (r = check_successor(e, seq)) < 0)
+						goto out;
 				}
+				if (seq >= deliverable(e, finishing))
+					break;
 				line = e->linebuf + (off - first);
 				int ar = sl_frame_events_add(batch, line, ll - 1);
 				if (ar == -ENOSPC)
@@ -356,6 +463,13 @@ static int session(struct sl_exporter *e, int fd, uint8_t *wbuf, struct sl_frame
 					goto out;
 				}
 				seq++;
+			}
+			if (batch->count == 0) {
+				/* Nothing shippable yet (a line waits for its successor's check, or the
+				 * rest is after a bad line): wait for ACKs or new lines. */
+				if ((r = recv_frames(e, fd, &ctx, 20)) < 0)
+					goto out;
+				continue;
 			}
 			size_t pl;
 			const uint8_t *p = sl_frame_events_payload(batch, &pl);
@@ -436,9 +550,17 @@ int sl_exporter_start(const struct sl_exporter_cfg *cfg, struct sl_exporter **ou
 	snprintf(e->task, sizeof(e->task), "%s", cfg->id.task);
 	snprintf(e->version, sizeof(e->version), "%s", cfg->id.version);
 	snprintf(e->cred, sizeof(e->cred), "%s", cfg->id.credential_ref);
+	if (cfg->check_chain) {
+		int wr = sl_chain_walk_new(&e->walk);
+		if (wr < 0) {
+			free(e);
+			return wr;
+		}
+	}
 	e->rfd = open(cfg->record_path, O_RDONLY | O_CLOEXEC);
 	if (e->rfd < 0) {
 		int r = -errno;
+		sl_chain_walk_free(e->walk);
 		free(e);
 		return r;
 	}
@@ -448,6 +570,7 @@ int sl_exporter_start(const struct sl_exporter_cfg *cfg, struct sl_exporter **ou
 	int r = pthread_create(&e->thread, NULL, run, e);
 	if (r) {
 		close(e->rfd);
+		sl_chain_walk_free(e->walk);
 		free(e);
 		return -r;
 	}
@@ -496,6 +619,9 @@ joined:;
 	if (st)
 		*st = s;
 	int r = s.acked >= s.recorded ? 0 : -ETIMEDOUT;
+	if (atomic_load(&e->bad))
+		r = s.acked >= e->good ? -EBADMSG : -ETIMEDOUT;
+	sl_chain_walk_free(e->walk);
 	explicit_bzero(e->cfg.key, sizeof(e->cfg.key));
 	close(e->rfd);
 	free(e->offs);

@@ -25,6 +25,13 @@ struct sl_exporter_cfg {
 	 * exporter thread, must be thread-safe. NULL: 0. */
 	uint64_t (*dropped)(void *arg);
 	void *dropped_arg;
+	/* Check each line's own hash and its link to the line before as it is read for sending
+	 * (sl_chain_walk), and ship only the good lines before the first bad one (sightline export of
+	 * a finished record). The collector re-checks every line anyway; this makes a damaged record
+	 * an error at the sender, with its good prefix delivered, instead of a resend loop. A line
+	 * the collector refuses (ERROR protocol) also ends the export there. Off for a live run: the
+	 * supervisor wrote the record itself. */
+	bool check_chain;
 };
 
 struct sl_exporter_stats {
@@ -46,7 +53,8 @@ struct sl_exporter;
 int sl_exporter_start(const struct sl_exporter_cfg *cfg, struct sl_exporter **out);
 /* The record is complete (record.end written): ship the rest, wait up to timeout_ms for every line
  * to be acknowledged, stop the thread, free. st gets the final counts. Returns 0 when everything
- * was acknowledged, -ETIMEDOUT when not (the record keeps it), -errno otherwise. */
+ * was acknowledged, -ETIMEDOUT when not (the record keeps it), -EBADMSG (check_chain) when a bad
+ * line stopped the export after every good line before it was acknowledged, -errno otherwise. */
 int sl_exporter_finish(struct sl_exporter *e, unsigned timeout_ms, struct sl_exporter_stats *st);
 /* A snapshot of the counters (thread-safe). */
 void sl_exporter_stats(struct sl_exporter *e, struct sl_exporter_stats *st);

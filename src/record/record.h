@@ -102,4 +102,23 @@ void sl_line_checker_free(struct sl_line_checker *c);
 /* line without its '\n'. Returns 0 (info filled) or -EBADMSG with *why saying what is wrong. */
 int sl_line_check(struct sl_line_checker *c, const char *line, size_t len, struct sl_line_info *info,
 		  const char **why);
+/* A top-level member of the line the last successful sl_line_check checked (a view into that
+ * line, valid while it is), or NULL. */
+struct sl_jscan_member;
+const struct sl_jscan_member *sl_line_checker_member(const struct sl_line_checker *c, const char *key,
+						     size_t key_len);
+/* Walking a record's chain line by line as it is read (sightline export checks what it ships
+ * without a separate pass): each line's raw shape, own hash, seq (the next one), link to the line
+ * before, sandbox id, record.begin first and nothing after record.end, in verify's order. Not the
+ * strict JSON parse: the receiver (the collector) does that. A line that fails is never good, nor
+ * is any after it; verify (sl_record_verify) says exactly why. */
+struct sl_chain_walk;
+int sl_chain_walk_new(struct sl_chain_walk **out);
+void sl_chain_walk_free(struct sl_chain_walk *w);
+/* line without its '\n'. Returns 0 (good, linked to the previous good line) or 1 (bad: stop here).
+ * *prev_bad is set when the break is the link to the previous line, which verify then counts as
+ * the edited one (changed and rehashed): it must not be shipped either. */
+int sl_chain_walk_line(struct sl_chain_walk *w, const char *line, size_t len, bool *prev_bad);
+/* Was the last good line record.end (nothing may follow)? */
+bool sl_chain_walk_ended(const struct sl_chain_walk *w);
 #endif

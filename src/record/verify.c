@@ -164,6 +164,7 @@ struct event {
 	const char *prev;  /* SL_RECORD_HASH_LEN bytes */
 	const char *hash;  /* SL_RECORD_HASH_LEN bytes */
 	size_t prefix_len; /* the hashed bytes */
+	int64_t time_ns;   /* "time", as the raw parse read it */
 };
 
 struct verifier {
@@ -226,6 +227,7 @@ static const char *parse_raw(const struct line *l, struct event *ev)
 	p += neg;
 	if (!digits(&p, end, neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX, &t) || (neg && t == 0))
 		return "time is not an integer";
+	ev->time_ns = neg ? (int64_t)(0 - t) : (int64_t)t;
 	if (!LIT(&p, end, SL_RECORD_K_CLASS))
 		return "class missing";
 	ev->cls = p;
@@ -584,9 +586,84 @@ int sl_line_check(struct sl_line_checker *c, const char *line, size_t len, struc
 	memcpy(info->cls, ev.cls, ev.cls_len);
 	memcpy(info->prev_hash, ev.prev, SL_RECORD_HASH_LEN);
 	memcpy(info->hash, ev.hash, SL_RECORD_HASH_LEN);
-	/* "time" is a JSON integer (checked) followed by ','; the raw parse bounded it to int64. */
-	const struct sl_jscan_member *t = sl_jscan_get(&c->v.scan, "time", 4);
-	info->time_ns = t ? strtoll(t->val, NULL, 10) : 0;
+	/* "time": the raw parse read it, bounded to int64; the scanner saw the same bytes as an integer
+	 * (top-level keys are unique). */
+	info->time_ns = ev.time_ns;
 	*why = NULL;
+	return 0;
+}
+
+const struct sl_jscan_member *sl_line_checker_member(const struct sl_line_checker *c, const char *key, size_t key_len)
+{
+	return sl_jscan_get(&c->v.scan, key, key_len);
+}
+
+/* ---- a record's chain as it is read, for a sender (sightline export) ---- */
+
+struct sl_chain_walk {
+	struct verifier v;
+	uint64_t expect;	/* the seq the next line must have */
+	char head[SL_HASH_HEX]; /* hash of the last good line */
+	char sid[SL_RECORD_SID_LEN];
+	bool ended; /* the last good line was record.end */
+};
+
+int sl_chain_walk_new(struct sl_chain_walk **out)
+{
+	struct sl_chain_walk *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	int r = verifier_init(&w->v);
+	if (r < 0) {
+		free(w);
+		return r;
+	}
+	w->expect = 1;
+	memcpy(w->head, SL_RECORD_ZERO_HASH, SL_HASH_HEX);
+	*out = w;
+	return 0;
+}
+
+void sl_chain_walk_free(struct sl_chain_walk *w)
+{
+	if (!w)
+		return;
+	verifier_free(&w->v);
+	free(w);
+}
+
+bool sl_chain_walk_ended(const struct sl_chain_walk *w)
+{
+	return w->ended;
+}
+
+int sl_chain_walk_line(struct sl_chain_walk *w, const char *line, size_t len, bool *prev_bad)
+{
+	*prev_bad = false;
+	/* The same per-line checks and order as walk() above, less the strict JSON parse: the
+	 * collector parses every line itself and refuses one that is not an event. */
+	if (w->ended || len >= SL_RECORD_LINE_MAX || memchr(line, '\0', len))
+		return 1;
+	struct line l = {.p = line, .len = len, .nl = true};
+	struct event ev;
+	memset(&ev, 0, sizeof(ev));
+	if (parse_raw(&l, &ev) || check_hash(&w->v, &l, &ev) || ev.seq != w->expect)
+		return 1;
+	if (memcmp(ev.prev, w->head, SL_RECORD_HASH_LEN)) {
+		/* Line expect-1 was changed and rehashed (see the top of this file): it is bad too. */
+		*prev_bad = w->expect > 1;
+		return 1;
+	}
+	if (w->expect > 1 && memcmp(w->sid, ev.sid, SL_RECORD_SID_LEN))
+		return 1;
+	bool is_begin = ev.cls_len == sizeof(SL_RECORD_CLASS_BEGIN) - 1 &&
+			!memcmp(ev.cls, SL_RECORD_CLASS_BEGIN, ev.cls_len);
+	if (is_begin != (w->expect == 1))
+		return 1;
+	if (w->expect == 1)
+		memcpy(w->sid, ev.sid, SL_RECORD_SID_LEN);
+	w->ended = ev.cls_len == sizeof(SL_RECORD_CLASS_END) - 1 && !memcmp(ev.cls, SL_RECORD_CLASS_END, ev.cls_len);
+	memcpy(w->head, ev.hash, SL_RECORD_HASH_LEN);
+	w->expect++;
 	return 0;
 }

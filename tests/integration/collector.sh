@@ -342,6 +342,62 @@ test_reexport_after_restart_does_not_reopen_blind() {
 	assert_eq "$(sqlite3 "$COLL_DB" "select count(*) from rejects where reason='identity_conflict'")" 0 "identity conflicts"
 }
 
+# A damaged finished record: export checks each line's hash and link as it reads it for sending,
+# delivers the good lines before the first bad one and stops there with verify's own message.
+test_export_of_a_damaged_record_stops_at_the_break() {
+	need_root
+	command -v sqlite3 >/dev/null || skip "needs the sqlite3 command"
+	collector_start
+	trap 'collector_stop; rm -rf "$SL_TMP"' EXIT
+	mkdir -p "$SL_TMP/ws-root"
+	sl_sandbox root -- /workspace/probe noop
+	[ "$RC" = 0 ] || fail "run failed: $ERR"
+	local n
+	n=$(wc -l <"$REC")
+	[ "$n" -ge 5 ] || fail "expected at least 5 lines in the record, got $n"
+	# 1. seq 3's content changed, its hash left: seqs 1-2 delivered, EDITED at 3.
+	python3 - "$REC" "$SL_TMP/edited" <<'PY'
+import sys
+lines = open(sys.argv[1], "rb").read().split(b"\n")
+lines[2] = lines[2].replace(b'"time":1', b'"time":2', 1)
+open(sys.argv[2], "wb").write(b"\n".join(lines))
+PY
+	set +e
+	"$SL_BIN" export --collector "$COLL_ADDR" --collector-secret "$COLL_SECRET" --timeout 10 "$SL_TMP/edited" >"$SL_TMP/out" 2>"$SL_TMP/err"
+	local rc=$?
+	set -e
+	assert_eq "$rc" 1 "exit status of the export of an edited record"
+	grep -q "does not verify: content does not match its hash (the 2 events before it were delivered)" "$SL_TMP/err" ||
+		fail "export of an edited record: $(cat "$SL_TMP/err")"
+	grep -q "^2 of $n events acknowledged" "$SL_TMP/out" || fail "export: $(cat "$SL_TMP/out")"
+	local sid
+	sid=$(head -1 "$REC" | jq -r .sandbox_id)
+	assert_eq "$(sqlite3 "$COLL_DB" "select group_concat(seq) from (select seq from events where sandbox_id='$sid' order by seq)")" "1,2" "stored seqs"
+	# 2. seq 4 changed and rehashed: the break is seq 5's link, verify calls seq 4 edited, so
+	#    seq 4 is not shipped either (3 was already stored: 1-3 now).
+	python3 - "$REC" "$SL_TMP/rehashed" <<'PY'
+import hashlib, sys
+lines = open(sys.argv[1], "rb").read().split(b"\n")
+l = lines[3].replace(b'"time":1', b'"time":2', 1)
+cut = len(l) - len(b',"hash":"') - 64 - 2
+lines[3] = l[:cut] + b',"hash":"' + hashlib.sha256(l[:cut]).hexdigest().encode() + b'"}'
+open(sys.argv[2], "wb").write(b"\n".join(lines))
+PY
+	set +e
+	"$SL_BIN" export --collector "$COLL_ADDR" --collector-secret "$COLL_SECRET" --timeout 10 "$SL_TMP/rehashed" >"$SL_TMP/out" 2>"$SL_TMP/err"
+	rc=$?
+	set -e
+	assert_eq "$rc" 1 "exit status of the export of a rehashed record"
+	grep -q "does not verify: seq 5's prev_hash does not match seq 4's hash: seq 4 was changed and rehashed (the 3 events before it were delivered)" "$SL_TMP/err" ||
+		fail "export of a rehashed record: $(cat "$SL_TMP/err")"
+	assert_eq "$(sqlite3 "$COLL_DB" "select group_concat(seq) from (select seq from events where sandbox_id='$sid' order by seq)")" "1,2,3" "stored seqs"
+	# 3. The intact record then delivers the rest.
+	"$SL_BIN" export --collector "$COLL_ADDR" --collector-secret "$COLL_SECRET" --timeout 10 "$REC" >"$SL_TMP/out" 2>&1 ||
+		fail "export of the intact record: $(cat "$SL_TMP/out")"
+	grep -q "^$n of $n events acknowledged" "$SL_TMP/out" || fail "export: $(cat "$SL_TMP/out")"
+	assert_eq "$(sqlite3 "$COLL_DB" "select count(*) from events where sandbox_id='$sid'")" "$n" "stored events"
+}
+
 test_readers_open_the_store_read_only() {
 	command -v sqlite3 >/dev/null || skip "needs the sqlite3 command"
 	mkdir -p "$SL_TMP"

@@ -146,11 +146,35 @@ static char *rehash(const char *line)
 	return s;
 }
 
+/* How many leading complete lines sightline export's chain walk would ship (record.h,
+ * sl_chain_walk): it must be exactly the count verify calls good, whatever the tamper. */
+static uint64_t chain_walk_good(const char *buf, size_t len)
+{
+	struct sl_chain_walk *w;
+	CHECK_EQ(sl_chain_walk_new(&w), 0);
+	uint64_t k = 0;
+	const char *p = buf, *end = buf + len, *nl;
+	bool prev_bad = false;
+	int bad = 0;
+	while (p < end && (nl = memchr(p, '\n', (size_t)(end - p)))) {
+		if ((bad = sl_chain_walk_line(w, p, (size_t)(nl - p), &prev_bad)))
+			break;
+		k++;
+		p = nl + 1;
+	}
+	sl_chain_walk_free(w);
+	return bad && prev_bad ? k - 1 : k;
+}
+
 static void expect_verdict(const char *what, const char *buf, size_t len, enum sl_verify_reason reason,
 			   uint64_t bad_seq, uint64_t events)
 {
 	struct sl_verify_result res;
 	int rc = sl_record_verify_buf(buf, len, &res);
+	uint64_t walked = chain_walk_good(buf, len);
+	if (walked != events)
+		die("%s: the chain walk would ship %" PRIu64 " lines, verify counts %" PRIu64 " good", what,
+		    walked, events);
 	if (rc != (reason == SL_VERIFY_OK ? 0 : 1) || res.reason != reason ||
 	    (reason != SL_VERIFY_OK && res.bad_seq != bad_seq) || res.events != events)
 		die("%s: got rc %d reason %s bad_seq %" PRIu64 " events %" PRIu64
