@@ -3,14 +3,12 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
@@ -589,22 +587,19 @@ int sl_cmd_run(int argc, char **argv)
 				    .stop = sb_stop,
 				    .kill = sb_kill,
 				    .freeze_error = "error: no cgroup v2 here (freeze is a named gap)\n"};
-	unsigned watchdog_ms = exporter ? sl_sup_blind_limit_ms(o.risk_class, o.max_blind_ms) : 0;
-	struct sl_sup_watch watch = {.risk_class = o.risk_class, .collector = o.collector, .limit_ms = watchdog_ms};
-	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
-	int64_t deadline = pol.limits.wall_seconds ? sb.start_mono_ns + (int64_t)pol.limits.wall_seconds * 1000000000LL : 0;
 	struct sl_run_wait wt = {.pidfd = sb.pidfd,
-				   .sfd = sfd,
-				   .ctl_fd = ctl_fd,
-				   .deadline = deadline,
-				   .exporter = exporter,
-				   .watch = &watch,
-				   .rec = rec,
-				   .t = &tgt,
-				   .credential_ref = o.id.credential_ref};
+				 .ctl_fd = ctl_fd,
+				 .sigs = &sigs,
+				 .start_mono_ns = sb.start_mono_ns,
+				 .wall_seconds = pol.limits.wall_seconds,
+				 .exporter = exporter,
+				 .risk_class = o.risk_class,
+				 .collector = o.collector,
+				 .max_blind_ms = o.max_blind_ms,
+				 .rec = rec,
+				 .t = &tgt,
+				 .credential_ref = o.id.credential_ref};
 	const char *reason = sl_run_wait(&wt);
-	if (sfd >= 0)
-		close(sfd);
 	if (ctl_fd >= 0) {
 		close(ctl_fd);
 		unlink(ctl_path);

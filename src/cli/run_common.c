@@ -171,12 +171,15 @@ void sl_run_export_finish(struct sl_exporter *ex, unsigned drain_seconds, const 
 
 const char *sl_run_wait(const struct sl_run_wait *w)
 {
-	unsigned watchdog_ms = w->exporter ? w->watch->limit_ms : 0;
-	int64_t deadline = w->deadline;
+	unsigned watchdog_ms = w->exporter ? sl_sup_blind_limit_ms(w->risk_class, w->max_blind_ms) : 0;
+	struct sl_sup_watch watch = {
+	    .risk_class = w->risk_class, .collector = w->collector, .limit_ms = watchdog_ms};
+	int sfd = signalfd(-1, w->sigs, SFD_CLOEXEC);
+	int64_t deadline = w->wall_seconds ? w->start_mono_ns + (int64_t)w->wall_seconds * 1000000000LL : 0;
 	const char *reason = "exited";
 	for (;;) {
 		struct pollfd pf[3] = {{.fd = w->pidfd, .events = POLLIN},
-				       {.fd = w->sfd, .events = POLLIN},
+				       {.fd = sfd, .events = POLLIN},
 				       {.fd = w->ctl_fd, .events = POLLIN}};
 		int timeout = -1;
 		if (deadline) {
@@ -191,7 +194,7 @@ const char *sl_run_wait(const struct sl_run_wait *w)
 		if (pf[0].revents)
 			break;
 		if (watchdog_ms) {
-			const char *r2 = sl_sup_watch_tick(w->watch, w->exporter, w->rec, w->t);
+			const char *r2 = sl_sup_watch_tick(&watch, w->exporter, w->rec, w->t);
 			if (r2)
 				reason = r2;
 			if (pr == 0 && (!deadline || sl_now_monotonic_ns() < deadline))
@@ -210,12 +213,14 @@ const char *sl_run_wait(const struct sl_run_wait *w)
 		}
 		if (pf[1].revents) {
 			struct signalfd_siginfo si;
-			if (read(w->sfd, &si, sizeof(si)) == sizeof(si)) {
+			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 				reason = "killed: operator signal";
 				w->t->kill(w->t->arg);
 			}
 		}
 	}
+	if (sfd >= 0)
+		close(sfd);
 	return reason;
 }
 

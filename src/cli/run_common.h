@@ -50,15 +50,19 @@ int sl_run_export_start(struct sl_exporter_cfg *ec, const char *secret_path, str
  * good) and say how it went; what is not acknowledged stays in the record. Ends ex. */
 void sl_run_export_finish(struct sl_exporter *ex, unsigned drain_seconds, const char *collector, bool quiet);
 
-/* The wait for the workload: its exit (pidfd readable), the wall-clock deadline (monotonic ns, 0:
- * none), an operator signal on sfd, the control socket ctl_fd (-1: none) and, with an exporter,
- * the export watch every 100 ms. Kills through t->kill on the deadline and a signal. Returns the
+/* The wait for the workload: its exit (pidfd readable), the policy's wall-clock limit from
+ * start_mono_ns, an operator signal of sigs (taken through a signalfd for the wait), the control
+ * socket ctl_fd (-1: none) and, with an exporter, the export watch (supervise.h) every 100 ms for
+ * the risk class's blind limit. Kills through t->kill on the limit and a signal. Returns the
  * lifecycle reason ("exited" unless something stopped it). */
 struct sl_run_wait {
-	int pidfd, sfd, ctl_fd;
-	int64_t deadline;
+	int pidfd, ctl_fd;
+	const sigset_t *sigs;
+	int64_t start_mono_ns;
+	uint64_t wall_seconds;	      /* 0: no limit */
 	struct sl_exporter *exporter; /* NULL: no watch */
-	struct sl_sup_watch *watch;
+	const char *risk_class, *collector;
+	unsigned max_blind_ms; /* 0: the risk class's default */
 	struct sl_record *rec;
 	const struct sl_sup_target *t;
 	const char *credential_ref;

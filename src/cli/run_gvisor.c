@@ -2,12 +2,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -81,7 +79,7 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	struct sl_gv_sink sink;
 	struct sl_json j;
 	bool g_prepared = false, sink_up = false;
-	int ctl_fd = -1, sfd = -1;
+	int ctl_fd = -1;
 	memset(&g, 0, sizeof(g));
 	g.pidfd = -1;
 	memset(&sink, 0, sizeof(sink));
@@ -227,20 +225,17 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 				    .stop = gv_stop,
 				    .kill = gv_stop,
 				    .freeze_error = "error: runsc pause/resume failed\n"};
-	/* The same export watch as native: blind detection for every risk class, the high-risk stop
-	 * and a refused credential (supervise.c). */
-	unsigned watchdog_ms = exporter ? sl_sup_blind_limit_ms(a->risk_class, a->max_blind_ms) : 0;
-	struct sl_sup_watch watch = {
-	    .risk_class = a->risk_class, .collector = a->collector, .limit_ms = watchdog_ms};
-	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
-	int64_t deadline =
-	    pol->limits.wall_seconds ? g.start_mono_ns + (int64_t)pol->limits.wall_seconds * 1000000000LL : 0;
+	/* The same wait and export watch as native: blind detection for every risk class, the
+	 * high-risk stop and a refused credential (run_common.c, supervise.c). */
 	struct sl_run_wait wt = {.pidfd = g.pidfd,
-				 .sfd = sfd,
 				 .ctl_fd = ctl_fd,
-				 .deadline = deadline,
+				 .sigs = &sigs,
+				 .start_mono_ns = g.start_mono_ns,
+				 .wall_seconds = pol->limits.wall_seconds,
 				 .exporter = exporter,
-				 .watch = &watch,
+				 .risk_class = a->risk_class,
+				 .collector = a->collector,
+				 .max_blind_ms = a->max_blind_ms,
 				 .rec = rec,
 				 .t = &tgt,
 				 .credential_ref = a->id.credential_ref};
@@ -298,8 +293,6 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	status = sl_run_final_status(status, r, fr);
 out:
 	sl_canary_listener_stop(vlistener);
-	if (sfd >= 0)
-		close(sfd);
 	if (ctl_fd >= 0) {
 		close(ctl_fd);
 		unlink(ctl_path);
