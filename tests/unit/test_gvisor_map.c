@@ -9,14 +9,8 @@
 #include "sensor/gvisor_map.h"
 #include "sensor/gvisor_wire.h"
 
-static int failures;
-#define CHECK(cond)                                                                                          \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
-			failures++;                                                                          \
-		}                                                                                            \
-	} while (0)
+#define CHECK_COUNTS
+#include "check.h"
 
 struct buf {
 	uint8_t b[200000];

@@ -6,14 +6,8 @@
 
 #include "sensor/gvisor_wire.h"
 
-static int failures;
-#define CHECK(cond)                                                                                          \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
-			failures++;                                                                          \
-		}                                                                                            \
-	} while (0)
+#define CHECK_COUNTS
+#include "check.h"
 
 /* Captured from `runsc --pod-init-config ... do /bin/sh -c ...` (release 0.0~20221219.0):
  * m000 is the container start, m001 the first openat exit (/etc/ld.so.cache). */
