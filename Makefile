@@ -39,7 +39,7 @@ $(BUILD)/probe/%: tests/probe/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu17 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -o $@ $< -lpthread
 
-$(BUILD)/unit/%: tests/unit/%.c $(BUILD)/libsightline.a
+$(BUILD)/unit/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/libsightline.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libsightline.a $(LIBS)
 

@@ -3,14 +3,12 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
@@ -18,6 +16,7 @@
 #include <sys/wait.h>
 
 #include "cli/cli.h"
+#include "cli/run_common.h"
 #include "cli/run_gvisor.h"
 #include "cli/supervise.h"
 #include "common/json.h"
@@ -300,12 +299,9 @@ static void sb_stop(void *arg)
 	sl_sandbox_kill(arg);
 }
 
-static void json_strs(struct sl_json *j, const char *key, char *const *v, size_t n)
+static void sb_kill(void *arg)
 {
-	sl_json_arr_open(j, key);
-	for (size_t i = 0; i < n; i++)
-		sl_json_str(j, NULL, v[i], 0);
-	sl_json_arr_close(j);
+	sl_sandbox_kill(arg);
 }
 
 static void begin_body(struct sl_json *j, const struct run_opts *o, const struct sl_policy *p, const char *ws,
@@ -315,41 +311,9 @@ static void begin_body(struct sl_json *j, const struct run_opts *o, const struct
 	uname(&u);
 	char rt[256];
 	snprintf(rt, sizeof(rt), "linux %s", u.release);
-	sl_json_obj_open(j, "manifest");
-	sl_json_str(j, "runtime", "native", 0);
-	sl_json_str(j, "runtime_version", rt, 0);
-	sl_json_str(j, "sensor", "sightline-supervisor", 0);
-	sl_json_str(j, "sensor_version", SL_SENSOR_VERSION, 0);
-	sl_json_str(j, "sightline_version", SL_VERSION, 0);
-	sl_json_str(j, "host", u.nodename, 0);
-	sl_json_int(j, "started", sb->start_real_ns);
-	/* The risk class is part of the sandbox's binding at the collector: kept in the record, so a
-	 * later `sightline export` of it binds (or re-binds) with the same one. */
-	sl_json_str(j, "risk_class", o->risk_class, 0);
-	sl_json_arr_open(j, "command");
-	for (size_t i = 0; o->argv[i]; i++) {
-		size_t keep;
-		if (p->redact_argv && sl_redact_arg(i ? o->argv[i - 1] : NULL, o->argv[i], &keep)) {
-			char red[300];
-			snprintf(red, sizeof(red), "%.*s%s", (int)(keep < 256 ? keep : 256), o->argv[i], SL_REDACTED);
-			sl_json_str(j, NULL, red, 0);
-		} else {
-			sl_json_str(j, NULL, o->argv[i], 256);
-		}
-	}
-	sl_json_arr_close(j);
-	sl_json_obj_open(j, "policy");
-	sl_json_str(j, "file", o->policy_file ? o->policy_file : "(default)", 0);
-	sl_json_str(j, "workspace", ws, 0);
-	sl_json_str(j, "workspace_mount", p->workspace_mount, 0);
-	json_strs(j, "read_only", p->ro_paths, p->n_ro);
-	json_strs(j, "canaries", p->canaries, p->n_canaries);
-	sl_json_arr_open(j, "tcp_connect");
-	for (size_t i = 0; i < p->n_tcp_connect; i++)
-		sl_json_uint(j, NULL, p->tcp_connect[i]);
-	sl_json_arr_close(j);
-	sl_json_bool(j, "record_opens", p->record_opens);
-	sl_json_obj_close(j);
+	sl_run_manifest_open(j, "native", rt, "sightline-supervisor", SL_SENSOR_VERSION, sb->start_real_ns,
+			     o->risk_class);
+	sl_run_manifest_workload(j, o->argv, p, o->policy_file, ws);
 	sl_json_obj_open(j, "layers");
 	sl_json_str(j, "namespaces", "user,pid,mount,net,ipc,uts,cgroup", 0);
 	sl_json_int(j, "landlock_abi", (gaps & SL_GAP_LANDLOCK) ? 0 : sb->landlock_abi);
@@ -364,14 +328,7 @@ static void begin_body(struct sl_json *j, const struct run_opts *o, const struct
 		if (gaps & (1u << i))
 			sl_json_str(j, NULL, sl_gap_name(i), 0);
 	sl_json_arr_close(j);
-	sl_json_int(j, "supervisor_pid", getpid());
-	sl_json_int(j, "invoker_uid", getuid());
-	sl_json_int(j, "workload_host_uid", huid);
-	sl_json_obj_close(j);
-	sl_json_obj_open(j, "ocsf");
-	sl_json_int(j, "class_uid", 6002);
-	sl_json_int(j, "activity_id", 3);
-	sl_json_obj_close(j);
+	sl_run_manifest_close(j, huid);
 }
 
 int sl_cmd_run(int argc, char **argv)
@@ -530,13 +487,7 @@ int sl_cmd_run(int argc, char **argv)
 				     .cpu = o.spread ? -1 : pick_cpu(sandbox_id)};
 	/* Signals for the whole run are taken through a signalfd; block them before any thread. */
 	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGHUP);
-	sigaddset(&sigs, SIGUSR1); /* the sensor thread's stop signal: only it unblocks it */
-	sigprocmask(SIG_BLOCK, &sigs, NULL);
-	sigdelset(&sigs, SIGUSR1);
+	sl_run_block_signals(&sigs, SIGUSR1); /* SIGUSR1: the sensor thread's stop signal: only it unblocks it */
 	sl_timing("policy, ids, dirs");
 	if (sl_sandbox_start(&cfg, &sb, err, sizeof(err)) < 0) {
 		fprintf(stderr, "sightline run: %s\n", err);
@@ -569,31 +520,17 @@ int sl_cmd_run(int argc, char **argv)
 	sl_json_init(&j);
 	begin_body(&j, &o, &pol, ws, &sb, gaps, huid, sup.sync_wakeup, cfg.cpu);
 	r = sl_sup_append(rec, "record.begin", &j);
-	for (unsigned i = 0; r == 0 && i < SL_GAP_COUNT; i++) {
-		if (!(gaps & (1u << i)))
-			continue;
-		sl_json_reset(&j);
-		sl_json_str(&j, "gap", sl_gap_name(i), 0);
-		sl_json_str(&j, "detail", sl_gap_explain(i), 0);
-		sl_json_bool(&j, "accepted", true);
-		r = sl_sup_append(rec, "sensor.gap", &j);
-	}
-	if (r == 0 && !pol.record_opens) {
-		sl_json_reset(&j);
-		sl_json_str(&j, "gap", "file.open", 0);
-		sl_json_str(&j, "detail", "the policy turned off recording of file opens", 0);
-		sl_json_bool(&j, "accepted", true);
-		r = sl_sup_append(rec, "sensor.gap", &j);
-	}
+	for (unsigned i = 0; r == 0 && i < SL_GAP_COUNT; i++)
+		if (gaps & (1u << i))
+			r = sl_run_gap(rec, &j, sl_gap_name(i), sl_gap_explain(i));
+	if (r == 0 && !pol.record_opens)
+		r = sl_run_gap(rec, &j, "file.open", "the policy turned off recording of file opens");
 	if (r == 0) {
 		sl_json_reset(&j);
 		sl_json_int(&j, "pid", 1);
 		sl_json_int(&j, "host_pid", sb.pid);
 		sl_json_str(&j, "workspace", pol.workspace_mount, 0);
-		sl_json_obj_open(&j, "ocsf");
-		sl_json_int(&j, "class_uid", 1007);
-		sl_json_int(&j, "activity_id", 1);
-		sl_json_obj_close(&j);
+		sl_run_ocsf(&j, 1007, 1);
 		r = sl_sup_append(rec, "lifecycle.start", &j);
 	}
 	if (r < 0) {
@@ -611,8 +548,6 @@ int sl_cmd_run(int argc, char **argv)
 	if (o.collector) {
 		/* This sandbox's key, derived from the collector's secret; the secret is wiped at once
 		 * and the key lives only in this process, never in the sandbox. */
-		uint8_t master[SL_FRAME_MASTER_LEN];
-		int kr = sl_sup_read_secret(o.collector_secret, master);
 		struct sl_exporter_cfg ec = {.addr = o.collector,
 					     .record_path = sl_record_path(rec),
 					     .sandbox_id = sandbox_id,
@@ -621,15 +556,7 @@ int sl_cmd_run(int argc, char **argv)
 					     .control = ctl_fd >= 0 ? ctl_path : "none",
 					     .dropped = sensor_dropped,
 					     .dropped_arg = &sup};
-		if (kr == 0)
-			kr = sl_frame_derive_key(master, sandbox_id, ec.key);
-		explicit_bzero(master, sizeof(master));
-		if (kr == 0)
-			kr = sl_exporter_start(&ec, &exporter);
-		explicit_bzero(ec.key, sizeof(ec.key));
-		if (kr < 0) {
-			fprintf(stderr, "sightline run: collector export (%s, secret %s): %s\n", o.collector,
-				o.collector_secret, strerror(-kr));
+		if (sl_run_export_start(&ec, o.collector_secret, &exporter) < 0) {
 			sl_json_free(&j);
 			if (ctl_fd >= 0) {
 				close(ctl_fd);
@@ -658,56 +585,21 @@ int sl_cmd_run(int argc, char **argv)
 	struct sl_sup_target tgt = {.arg = &sb,
 				    .freeze = sb_freeze,
 				    .stop = sb_stop,
+				    .kill = sb_kill,
 				    .freeze_error = "error: no cgroup v2 here (freeze is a named gap)\n"};
-	unsigned watchdog_ms = exporter ? sl_sup_blind_limit_ms(o.risk_class, o.max_blind_ms) : 0;
-	struct sl_sup_watch watch = {.risk_class = o.risk_class, .collector = o.collector, .limit_ms = watchdog_ms};
-	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
-	const char *reason = "exited";
-	int64_t deadline = pol.limits.wall_seconds ? sb.start_mono_ns + (int64_t)pol.limits.wall_seconds * 1000000000LL : 0;
-	for (;;) {
-		struct pollfd pf[3] = {{.fd = sb.pidfd, .events = POLLIN},
-				       {.fd = sfd, .events = POLLIN},
-				       {.fd = ctl_fd, .events = POLLIN}};
-		int timeout = -1;
-		if (deadline) {
-			int64_t left = (deadline - sl_now_monotonic_ns()) / 1000000;
-			timeout = left < 0 ? 0 : (int)(left > INT_MAX ? INT_MAX : left);
-		}
-		if (watchdog_ms && (timeout < 0 || timeout > 100))
-			timeout = 100;
-		int pr = poll(pf, ctl_fd >= 0 ? 3 : 2, timeout);
-		if (pr < 0 && errno == EINTR)
-			continue;
-		if (pf[0].revents)
-			break;
-		if (watchdog_ms) {
-			const char *r2 = sl_sup_watch_tick(&watch, exporter, rec, &tgt);
-			if (r2)
-				reason = r2;
-		}
-		if (watchdog_ms && pr == 0 && (!deadline || sl_now_monotonic_ns() < deadline))
-			continue;
-		if (pr == 0 && deadline && sl_now_monotonic_ns() >= deadline) {
-			reason = "killed: wall-clock limit";
-			sl_sandbox_kill(&sb);
-			deadline = 0;
-			continue;
-		}
-		if (ctl_fd >= 0 && pf[2].revents) {
-			const char *r2 = sl_sup_control(ctl_fd, &tgt, rec, o.id.credential_ref);
-			if (r2)
-				reason = r2;
-		}
-		if (pf[1].revents) {
-			struct signalfd_siginfo si;
-			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-				reason = "killed: operator signal";
-				sl_sandbox_kill(&sb);
-			}
-		}
-	}
-	if (sfd >= 0)
-		close(sfd);
+	struct sl_run_wait wt = {.pidfd = sb.pidfd,
+				 .ctl_fd = ctl_fd,
+				 .sigs = &sigs,
+				 .start_mono_ns = sb.start_mono_ns,
+				 .wall_seconds = pol.limits.wall_seconds,
+				 .exporter = exporter,
+				 .risk_class = o.risk_class,
+				 .collector = o.collector,
+				 .max_blind_ms = o.max_blind_ms,
+				 .rec = rec,
+				 .t = &tgt,
+				 .credential_ref = o.id.credential_ref};
+	const char *reason = sl_run_wait(&wt);
 	if (ctl_fd >= 0) {
 		close(ctl_fd);
 		unlink(ctl_path);
@@ -731,31 +623,14 @@ int sl_cmd_run(int argc, char **argv)
 	sl_json_reset(&j);
 	sl_json_int(&j, "pid", 1);
 	sl_json_int(&j, "host_pid", sb.pid);
-	if (WIFEXITED(wstatus)) {
-		sl_json_int(&j, "exit_code", WEXITSTATUS(wstatus));
-		sl_json_null(&j, "signal");
-		status = WEXITSTATUS(wstatus);
-	} else {
-		sl_json_null(&j, "exit_code");
-		const char *sn = sigabbrev_np(WTERMSIG(wstatus));
-		char sig[32];
-		snprintf(sig, sizeof(sig), "SIG%s", sn ? sn : "?");
-		sl_json_str(&j, "signal", sig, 0);
-		status = 128 + WTERMSIG(wstatus);
-	}
-	sl_json_str(&j, "reason", reason, 0);
-	sl_json_int(&j, "duration_ns", dur);
-	sl_json_int(&j, "cpu_user_us", (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec);
-	sl_json_int(&j, "cpu_system_us", (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec);
+	status = sl_run_exit_status(&j, wstatus);
+	sl_run_exit_usage(&j, reason, dur, &ru);
 	sl_json_int(&j, "max_rss_kb", ru.ru_maxrss);
 	if (mem_peak)
 		sl_json_uint(&j, "memory_peak_bytes", mem_peak);
 	if (pids_peak)
 		sl_json_uint(&j, "pids_peak", pids_peak);
-	sl_json_obj_open(&j, "ocsf");
-	sl_json_int(&j, "class_uid", 1007);
-	sl_json_int(&j, "activity_id", 2);
-	sl_json_obj_close(&j);
+	sl_run_ocsf(&j, 1007, 2);
 	/* Even after a record failure, try: the end of the story may still fit once the failed line
 	 * was rolled back, and says why the workload was stopped. */
 	r = sl_sup_append(rec, "lifecycle.exit", &j);
@@ -782,28 +657,11 @@ int sl_cmd_run(int argc, char **argv)
 	if (exporter) {
 		/* Ship what is left. What the collector has not acknowledged stays in the record:
 		 * nothing is discarded; it can be delivered later from there. */
-		struct sl_exporter_stats es;
-		sl_exporter_stats(exporter, &es);
-		/* Refused for good (revoked): waiting would only delay the exit; the record keeps it all. */
-		unsigned drain_ms = es.error_code == SL_FRAME_ERR_REVOKED ? 0 : o.drain_seconds * 1000u;
-		int er = sl_exporter_finish(exporter, drain_ms, &es);
+		sl_run_export_finish(exporter, o.drain_seconds, o.collector, o.quiet);
 		exporter = NULL;
-		if (er < 0)
-			fprintf(stderr, "sightline run: %llu of %llu events not yet acknowledged by the collector; "
-					"they are kept in the record\n",
-				(unsigned long long)(es.recorded - es.acked), (unsigned long long)es.recorded);
-		else if (!o.quiet)
-			fprintf(stderr, "sightline: %llu events delivered to %s (%llu connection%s)\n",
-				(unsigned long long)es.acked, o.collector, (unsigned long long)es.connects,
-				es.connects == 1 ? "" : "s");
 	}
 	sl_json_free(&j);
-	if (r < 0 || fr < 0) {
-		/* The evidence is incomplete: that outranks the workload's own status. */
-		fprintf(stderr, "sightline run: the record is incomplete: %s (the workload's status was %d)\n",
-			strerror(-(r < 0 ? r : fr)), status);
-		status = 125;
-	}
+	status = sl_run_final_status(status, r, fr);
 out:
 	sl_canary_listener_stop(vlistener);
 	if (exporter)

@@ -2,12 +2,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -15,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/run_common.h"
 #include "cli/run_gvisor.h"
 #include "cli/supervise.h"
 #include "common/json.h"
@@ -46,56 +45,13 @@ static void gv_stop(void *arg)
 	sl_gvisor_kill(arg);
 }
 
-static void json_strs(struct sl_json *j, const char *key, char *const *v, size_t n)
-{
-	sl_json_arr_open(j, key);
-	for (size_t i = 0; i < n; i++)
-		sl_json_str(j, NULL, v[i], 0);
-	sl_json_arr_close(j);
-}
-
 static void begin_body(struct sl_json *j, const struct sl_gv_run_args *a, const char *runsc_version,
 		       const char *cid, unsigned retries, const struct sl_gvisor *g)
 {
-	const struct sl_policy *p = a->policy;
-	struct utsname u;
-	uname(&u);
-	sl_json_obj_open(j, "manifest");
-	sl_json_str(j, "runtime", "gvisor", 0);
-	sl_json_str(j, "runtime_version", runsc_version, 0);
-	sl_json_str(j, "sensor", "gvisor-sentry", 0);
-	sl_json_str(j, "sensor_version", SL_GVISOR_SENSOR_VERSION, 0);
-	sl_json_str(j, "sightline_version", SL_VERSION, 0);
-	sl_json_str(j, "host", u.nodename, 0);
-	sl_json_int(j, "started", g->start_real_ns ? g->start_real_ns : sl_now_realtime_ns());
-	/* Part of the binding at the collector, as native (a later export binds the same way). */
-	sl_json_str(j, "risk_class", a->risk_class, 0);
+	sl_run_manifest_open(j, "gvisor", runsc_version, "gvisor-sentry", SL_GVISOR_SENSOR_VERSION,
+			     g->start_real_ns ? g->start_real_ns : sl_now_realtime_ns(), a->risk_class);
 	sl_json_str(j, "container_id", cid, 0);
-	sl_json_arr_open(j, "command");
-	for (size_t i = 0; a->argv[i]; i++) {
-		size_t keep;
-		if (p->redact_argv && sl_redact_arg(i ? a->argv[i - 1] : NULL, a->argv[i], &keep)) {
-			char red[300];
-			snprintf(red, sizeof(red), "%.*s%s", (int)(keep < 256 ? keep : 256), a->argv[i],
-				 SL_REDACTED);
-			sl_json_str(j, NULL, red, 0);
-		} else {
-			sl_json_str(j, NULL, a->argv[i], 256);
-		}
-	}
-	sl_json_arr_close(j);
-	sl_json_obj_open(j, "policy");
-	sl_json_str(j, "file", a->policy_file ? a->policy_file : "(default)", 0);
-	sl_json_str(j, "workspace", a->workspace, 0);
-	sl_json_str(j, "workspace_mount", p->workspace_mount, 0);
-	json_strs(j, "read_only", p->ro_paths, p->n_ro);
-	json_strs(j, "canaries", p->canaries, p->n_canaries);
-	sl_json_arr_open(j, "tcp_connect");
-	for (size_t i = 0; i < p->n_tcp_connect; i++)
-		sl_json_uint(j, NULL, p->tcp_connect[i]);
-	sl_json_arr_close(j);
-	sl_json_bool(j, "record_opens", p->record_opens);
-	sl_json_obj_close(j);
+	sl_run_manifest_workload(j, a->argv, a->policy, a->policy_file, a->workspace);
 	sl_json_obj_open(j, "layers");
 	sl_json_str(j, "sandbox", "runsc (gVisor Sentry, ptrace platform)", 0);
 	sl_json_str(j, "network", "none", 0);
@@ -108,23 +64,7 @@ static void begin_body(struct sl_json *j, const struct sl_gv_run_args *a, const 
 	sl_json_obj_close(j);
 	sl_json_arr_open(j, "accepted_gaps");
 	sl_json_arr_close(j);
-	sl_json_int(j, "supervisor_pid", getpid());
-	sl_json_int(j, "invoker_uid", getuid());
-	sl_json_int(j, "workload_host_uid", a->uid);
-	sl_json_obj_close(j);
-	sl_json_obj_open(j, "ocsf");
-	sl_json_int(j, "class_uid", 6002);
-	sl_json_int(j, "activity_id", 3);
-	sl_json_obj_close(j);
-}
-
-static int declared_gap(struct sl_record *rec, struct sl_json *j, const char *gap, const char *detail)
-{
-	sl_json_reset(j);
-	sl_json_str(j, "gap", gap, 0);
-	sl_json_str(j, "detail", detail, 0);
-	sl_json_bool(j, "accepted", true);
-	return sl_sup_append(rec, "sensor.gap", j);
+	sl_run_manifest_close(j, a->uid);
 }
 
 int sl_run_gvisor(const struct sl_gv_run_args *a)
@@ -139,7 +79,7 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	struct sl_gv_sink sink;
 	struct sl_json j;
 	bool g_prepared = false, sink_up = false;
-	int ctl_fd = -1, sfd = -1;
+	int ctl_fd = -1;
 	memset(&g, 0, sizeof(g));
 	g.pidfd = -1;
 	memset(&sink, 0, sizeof(sink));
@@ -207,11 +147,7 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 		goto out;
 	}
 	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGHUP);
-	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	sl_run_block_signals(&sigs, 0);
 	r = sl_record_create(&rec, a->recdir, a->sandbox_id, &a->id, "gvisor-sentry", a->sync_ms);
 	if (r < 0) {
 		fprintf(stderr, "sightline run: create record in %s: %s\n", a->recdir, strerror(-r));
@@ -221,18 +157,18 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	r = sl_sup_append(rec, "record.begin", &j);
 	/* What this runtime does not do, said once at the start (docs/gvisor.md). */
 	if (r == 0)
-		r = declared_gap(
+		r = sl_run_gap(
 		    rec, &j, "gvisor-policy-deny",
 		    "runsc enforces the policy by what the bundle contains: hidden paths do not exist "
 		    "(ENOENT) and there is no network (--network=none); only EROFS/EACCES/EPERM of an open "
 		    "become policy.deny, port rules and seccomp refusals are not reported as denials");
 	if (r == 0 && (pol->limits.memory_bytes || pol->limits.pids))
-		r = declared_gap(
+		r = sl_run_gap(
 		    rec, &j, "gvisor-limits",
 		    "the policy's memory and pids cgroup limits are not applied to the runsc sandbox "
 		    "(the rlimits nofile, cpu, file_size and pids as RLIMIT_NPROC are)");
 	if (r == 0 && !pol->record_opens)
-		r = declared_gap(rec, &j, "file.open", "the policy turned off recording of file opens");
+		r = sl_run_gap(rec, &j, "file.open", "the policy turned off recording of file opens");
 	if (r < 0) {
 		fprintf(stderr, "sightline run: write record: %s\n", strerror(-r));
 		goto out;
@@ -251,10 +187,7 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	sl_json_int(&j, "pid", 1);
 	sl_json_str(&j, "container_id", cid, 0);
 	sl_json_str(&j, "workspace", pol->workspace_mount, 0);
-	sl_json_obj_open(&j, "ocsf");
-	sl_json_int(&j, "class_uid", 1007);
-	sl_json_int(&j, "activity_id", 1);
-	sl_json_obj_close(&j);
+	sl_run_ocsf(&j, 1007, 1);
 	if ((r = sl_sup_append(rec, "lifecycle.start", &j)) < 0) {
 		fprintf(stderr, "sightline run: write record: %s\n", strerror(-r));
 		goto out;
@@ -264,25 +197,14 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	if (ctl_fd < 0)
 		fprintf(stderr, "sightline run: no control socket at %s: %s\n", ctl_path, strerror(-ctl_fd));
 	if (a->collector) {
-		uint8_t master[SL_FRAME_MASTER_LEN];
-		int kr = sl_sup_read_secret(a->collector_secret, master);
 		struct sl_exporter_cfg ec = {.addr = a->collector,
 					     .record_path = sl_record_path(rec),
 					     .sandbox_id = a->sandbox_id,
 					     .id = a->id,
 					     .risk_class = a->risk_class,
 					     .control = ctl_fd >= 0 ? ctl_path : "none"};
-		if (kr == 0)
-			kr = sl_frame_derive_key(master, a->sandbox_id, ec.key);
-		explicit_bzero(master, sizeof(master));
-		if (kr == 0)
-			kr = sl_exporter_start(&ec, &exporter);
-		explicit_bzero(ec.key, sizeof(ec.key));
-		if (kr < 0) {
-			fprintf(stderr, "sightline run: collector export (%s, secret %s): %s\n", a->collector,
-				a->collector_secret, strerror(-kr));
+		if (sl_run_export_start(&ec, a->collector_secret, &exporter) < 0)
 			goto out;
-		}
 	}
 	if (!a->quiet)
 		fprintf(stderr, "sightline: sandbox %s (gvisor, %s), record %s\n", a->sandbox_id, version,
@@ -301,58 +223,23 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	struct sl_sup_target tgt = {.arg = &g,
 				    .freeze = gv_freeze,
 				    .stop = gv_stop,
+				    .kill = gv_stop,
 				    .freeze_error = "error: runsc pause/resume failed\n"};
-	/* The same export watch as native: blind detection for every risk class, the high-risk stop
-	 * and a refused credential (supervise.c). */
-	unsigned watchdog_ms = exporter ? sl_sup_blind_limit_ms(a->risk_class, a->max_blind_ms) : 0;
-	struct sl_sup_watch watch = {
-	    .risk_class = a->risk_class, .collector = a->collector, .limit_ms = watchdog_ms};
-	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
-	const char *reason = "exited";
-	int64_t deadline =
-	    pol->limits.wall_seconds ? g.start_mono_ns + (int64_t)pol->limits.wall_seconds * 1000000000LL : 0;
-	for (;;) {
-		struct pollfd pf[3] = {{.fd = g.pidfd, .events = POLLIN},
-				       {.fd = sfd, .events = POLLIN},
-				       {.fd = ctl_fd, .events = POLLIN}};
-		int timeout = -1;
-		if (deadline) {
-			int64_t left = (deadline - sl_now_monotonic_ns()) / 1000000;
-			timeout = left < 0 ? 0 : (int)(left > INT_MAX ? INT_MAX : left);
-		}
-		if (watchdog_ms && (timeout < 0 || timeout > 100))
-			timeout = 100;
-		int pr = poll(pf, ctl_fd >= 0 ? 3 : 2, timeout);
-		if (pr < 0 && errno == EINTR)
-			continue;
-		if (pf[0].revents)
-			break;
-		if (watchdog_ms) {
-			const char *r2 = sl_sup_watch_tick(&watch, exporter, rec, &tgt);
-			if (r2)
-				reason = r2;
-			if (pr == 0 && (!deadline || sl_now_monotonic_ns() < deadline))
-				continue;
-		}
-		if (pr == 0 && deadline && sl_now_monotonic_ns() >= deadline) {
-			reason = "killed: wall-clock limit";
-			sl_gvisor_kill(&g);
-			deadline = 0;
-			continue;
-		}
-		if (ctl_fd >= 0 && pf[2].revents) {
-			const char *r2 = sl_sup_control(ctl_fd, &tgt, rec, a->id.credential_ref);
-			if (r2)
-				reason = r2;
-		}
-		if (pf[1].revents) {
-			struct signalfd_siginfo si;
-			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-				reason = "killed: operator signal";
-				sl_gvisor_kill(&g);
-			}
-		}
-	}
+	/* The same wait and export watch as native: blind detection for every risk class, the
+	 * high-risk stop and a refused credential (run_common.c, supervise.c). */
+	struct sl_run_wait wt = {.pidfd = g.pidfd,
+				 .ctl_fd = ctl_fd,
+				 .sigs = &sigs,
+				 .start_mono_ns = g.start_mono_ns,
+				 .wall_seconds = pol->limits.wall_seconds,
+				 .exporter = exporter,
+				 .risk_class = a->risk_class,
+				 .collector = a->collector,
+				 .max_blind_ms = a->max_blind_ms,
+				 .rec = rec,
+				 .t = &tgt,
+				 .credential_ref = a->id.credential_ref};
+	const char *reason = sl_run_wait(&wt);
 	if (ctl_fd >= 0) {
 		close(ctl_fd);
 		unlink(ctl_path);
@@ -372,19 +259,8 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 		reason = "killed: the record could not be written";
 	sl_json_reset(&j);
 	sl_json_int(&j, "pid", 1);
-	if (WIFEXITED(wstatus)) {
-		/* runsc run exits with the container's status (128+N when its init was killed by N). */
-		sl_json_int(&j, "exit_code", WEXITSTATUS(wstatus));
-		sl_json_null(&j, "signal");
-		status = WEXITSTATUS(wstatus);
-	} else {
-		sl_json_null(&j, "exit_code");
-		const char *sn = sigabbrev_np(WTERMSIG(wstatus));
-		char sig[32];
-		snprintf(sig, sizeof(sig), "SIG%s", sn ? sn : "?");
-		sl_json_str(&j, "signal", sig, 0);
-		status = 128 + WTERMSIG(wstatus);
-	}
+	/* runsc run exits with the container's status (128+N when its init was killed by N). */
+	status = sl_run_exit_status(&j, wstatus);
 	/* No container start from the Sentry: either runsc never started the container (its own
 	 * failure, not the workload's status) or it ran without a trace session (runsc only warns):
 	 * then the workload ran unobserved, which outranks its status. Both are ours to report. */
@@ -394,14 +270,8 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 		reason = status == 0 ? "exited unobserved: the Sentry sent no container start"
 				     : "not started: runsc failed before the container start";
 	}
-	sl_json_str(&j, "reason", reason, 0);
-	sl_json_int(&j, "duration_ns", dur);
-	sl_json_int(&j, "cpu_user_us", (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec);
-	sl_json_int(&j, "cpu_system_us", (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec);
-	sl_json_obj_open(&j, "ocsf");
-	sl_json_int(&j, "class_uid", 1007);
-	sl_json_int(&j, "activity_id", 2);
-	sl_json_obj_close(&j);
+	sl_run_exit_usage(&j, reason, dur, &ru);
+	sl_run_ocsf(&j, 1007, 2);
 	r = sl_sup_append(rec, "lifecycle.exit", &j);
 	if (atomic_load(&sink.fatal))
 		r = atomic_load(&sink.fatal);
@@ -413,37 +283,16 @@ int sl_run_gvisor(const struct sl_gv_run_args *a)
 	int fr = r < 0 ? sl_record_abandon(rec) : sl_record_finish(rec, &j);
 	rec = NULL;
 	if (exporter) {
-		struct sl_exporter_stats es;
-		sl_exporter_stats(exporter, &es);
-		/* Refused for good (revoked): waiting would only delay the exit; the record keeps it all. */
-		unsigned drain_ms = es.error_code == SL_FRAME_ERR_REVOKED ? 0 : a->drain_seconds * 1000u;
-		int er = sl_exporter_finish(exporter, drain_ms, &es);
+		sl_run_export_finish(exporter, a->drain_seconds, a->collector, a->quiet);
 		exporter = NULL;
-		if (er < 0)
-			fprintf(stderr,
-				"sightline run: %llu of %llu events not yet acknowledged by the collector; "
-				"they are kept in the record\n",
-				(unsigned long long)(es.recorded - es.acked),
-				(unsigned long long)es.recorded);
-		else if (!a->quiet)
-			fprintf(stderr, "sightline: %llu events delivered to %s (%llu connection%s)\n",
-				(unsigned long long)es.acked, a->collector, (unsigned long long)es.connects,
-				es.connects == 1 ? "" : "s");
 	}
 	if (unobserved) {
 		fprintf(stderr, "sightline run: %s (runsc exit status %d)\n", reason, status);
 		status = unobserved;
 	}
-	if (r < 0 || fr < 0) {
-		fprintf(stderr,
-			"sightline run: the record is incomplete: %s (the workload's status was %d)\n",
-			strerror(-(r < 0 ? r : fr)), status);
-		status = 125;
-	}
+	status = sl_run_final_status(status, r, fr);
 out:
 	sl_canary_listener_stop(vlistener);
-	if (sfd >= 0)
-		close(sfd);
 	if (ctl_fd >= 0) {
 		close(ctl_fd);
 		unlink(ctl_path);

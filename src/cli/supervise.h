@@ -23,6 +23,8 @@ struct sl_sup_target {
 	/* Kill every process of the sandbox, frozen first where the runtime can (nothing runs
 	 * between the decision and the kill). */
 	void (*stop)(void *arg);
+	/* Kill every process of the sandbox at once (the wall-clock limit, an operator signal). */
+	void (*kill)(void *arg);
 	/* The control socket's answer when freeze fails. */
 	const char *freeze_error;
 };

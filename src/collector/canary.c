@@ -8,8 +8,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <ftw.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +17,9 @@
 
 #include "collector/detect.h"
 #include "collector/store.h"
+#include "common/selfrun.h"
 #include "common/util.h"
 #include "common/version.h"
-
-extern char **environ;
 
 struct sl_canary_sched {
 	struct sl_canary_cfg cfg;
@@ -71,31 +68,12 @@ int sl_canary_sched_new(const struct sl_canary_cfg *cfg, struct sl_canary_sched 
 	return 0;
 }
 
-static int rm_cb(const char *p, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	remove(p);
-	return 0;
-}
-
 static void cleanup(struct sl_canary_sched *cs)
 {
 	if (cs->dir[0])
-		nftw(cs->dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+		sl_rm_tree(cs->dir);
 	cs->dir[0] = '\0';
 	cs->pending = false;
-}
-
-static int write_text(const char *path, const char *text, mode_t mode)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-	if (fd < 0)
-		return -errno;
-	int r = sl_write_all(fd, text, strlen(text));
-	close(fd);
-	return r;
 }
 
 static int launch(struct sl_canary_sched *cs, int64_t now)
@@ -119,14 +97,14 @@ static int launch(struct sl_canary_sched *cs, int64_t now)
 	if (mkdir(ws, 0755) < 0 || mkdir(rec, 0700) < 0)
 		r = -errno;
 	if (r == 0)
-		r = write_text(file, tok, 0644);
+		r = sl_write_text(file, tok, O_EXCL, 0644);
 	/* As root the workload runs as nobody: it must be able to read its workspace. */
 	if (r == 0 && geteuid() == 0 && (chown(ws, 65534, 65534) < 0 || chown(file, 65534, 65534) < 0))
 		r = -errno;
 	snprintf(text, sizeof(text), "%s\nworkspace: %s\ncanaries: [%s]\n",
 		 cs->policy_extra ? cs->policy_extra : "", ws, cs->path);
 	if (r == 0)
-		r = write_text(pol, text, 0644);
+		r = sl_write_text(pol, text, O_EXCL, 0644);
 	if (r < 0)
 		return r;
 	char task[48];
@@ -171,22 +149,9 @@ static int launch(struct sl_canary_sched *cs, int64_t now)
 	argv[a++] = "/bin/cat";
 	argv[a++] = cs->path;
 	argv[a] = NULL;
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	posix_spawnattr_t at;
-	posix_spawnattr_init(&at);
-	sigset_t none;
-	sigemptyset(&none);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
-	int e = posix_spawn(&cs->pid, "/proc/self/exe", &fa, &at, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	if (e)
-		return -e;
+	int e = sl_selfrun_spawn(argv, NULL, NULL, &cs->pid);
+	if (e < 0)
+		return e;
 	cs->pending = true;
 	cs->seen = cs->exited = false;
 	cs->started_ns = now;

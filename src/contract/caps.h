@@ -33,6 +33,24 @@ struct sl_runtime_caps {
 	int (*runtime_version)(char *buf, size_t len);
 };
 
+/* The field lists of the classes every runtime writes through the same code (caps_shared.c):
+ * control.action, export.blind, export.restored, record.end. */
+extern const char *const sl_caps_f_control[];
+extern const char *const sl_caps_f_blind[];
+extern const char *const sl_caps_f_restored[];
+extern const char *const sl_caps_f_end[];
+/* The rows of those classes, and record.begin with the runtime's own begin_fields, for the end of
+ * a runtime's class table. */
+/* clang-format off */
+#define SL_CAPS_SHARED_CLASSES(begin_fields)                                                                 \
+	{"control.action", SL_OBS_SUPERVISOR, sl_caps_f_control, NULL, 0},                                   \
+	{"export.blind", SL_OBS_SUPERVISOR, sl_caps_f_blind,                                                 \
+	 "no ACK from the collector for the risk class's max blind", 0},                                     \
+	{"export.restored", SL_OBS_SUPERVISOR, sl_caps_f_restored, NULL, 0},                                 \
+	{"record.begin", SL_OBS_SUPERVISOR, begin_fields, NULL, 0},                                          \
+	{"record.end", SL_OBS_SUPERVISOR, sl_caps_f_end, NULL, 0}
+/* clang-format on */
+
 extern const struct sl_runtime_caps sl_caps_native;
 extern const struct sl_runtime_caps sl_caps_gvisor;
 

@@ -36,11 +36,6 @@ static const char *const f_exit[] = {"pid",	    "exit_code",     "signal", "reas
 static const char *const f_gap[] = {
     "gap",	    "detail",	"accepted", "dropped", "dropped_total",	       "reason", "bytes",
     "message_type", "rejected", "foreign",  "reasons", "claimed_container_id", NULL};
-static const char *const f_control[] = {"action",	  "by",	  "peer_uid", "peer_pid", "reason",
-					"credential_ref", "ocsf", NULL};
-static const char *const f_blind[] = {"detected_ns",  "last_ack_ns", "last_ack_seq", "backlog",
-				      "max_blind_ms", "risk_class",  "collector",    NULL};
-static const char *const f_restored[] = {"restored_ns", "blind_since_ns", "ack_seq", "backlog", NULL};
 static const char *const f_begin[] = {"manifest",
 				      "manifest.runtime",
 				      "manifest.runtime_version",
@@ -52,7 +47,6 @@ static const char *const f_begin[] = {"manifest",
 				      "manifest.risk_class",
 				      "manifest.container_id",
 				      NULL};
-static const char *const f_end[] = {"counts", NULL};
 
 static const struct sl_cap_class gvisor_classes[] = {
     {"process.exec", SL_OBS_GUEST_RUNTIME, f_exec,
@@ -72,12 +66,7 @@ static const struct sl_cap_class gvisor_classes[] = {
     {"lifecycle.start", SL_OBS_SUPERVISOR, f_start, "written by the launcher before runsc starts", 0},
     {"lifecycle.exit", SL_OBS_SUPERVISOR, f_exit, "from runsc run's exit status (the container's init)", 0},
     {"sensor.gap", SL_OBS_SUPERVISOR, f_gap, "the sink's dropped_count, decode rejects, foreign points", 0},
-    {"control.action", SL_OBS_SUPERVISOR, f_control, NULL, 0},
-    {"export.blind", SL_OBS_SUPERVISOR, f_blind, "no ACK from the collector for the risk class's max blind",
-     0},
-    {"export.restored", SL_OBS_SUPERVISOR, f_restored, NULL, 0},
-    {"record.begin", SL_OBS_SUPERVISOR, f_begin, NULL, 0},
-    {"record.end", SL_OBS_SUPERVISOR, f_end, NULL, 0},
+    SL_CAPS_SHARED_CLASSES(f_begin),
 };
 
 /* runsc's own version line: an upgrade of runsc changes what the Sentry emits. The same reading

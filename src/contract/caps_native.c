@@ -27,12 +27,6 @@ static const char *const f_exit[] = {"pid",	   "host_pid",	  "exit_code",	 "sign
 				     "max_rss_kb", "ocsf",	  NULL};
 static const char *const f_gap[] = {"gap",	"detail",   "accepted", "pid",	  "tid", "host_pid",
 				    "host_tid", "exec_seq", "expected", "actual", NULL};
-static const char *const f_control[] = {"action",	  "by",	  "peer_uid", "peer_pid", "reason",
-					"credential_ref", "ocsf", NULL};
-/* export.blind / export.restored: the supervisor's own watch on the collector (cli/supervise.c). */
-static const char *const f_blind[] = {"detected_ns",  "last_ack_ns", "last_ack_seq", "backlog",
-				      "max_blind_ms", "risk_class",  "collector",    NULL};
-static const char *const f_restored[] = {"restored_ns", "blind_since_ns", "ack_seq", "backlog", NULL};
 static const char *const f_begin[] = {"manifest",
 				      "manifest.runtime",
 				      "manifest.runtime_version",
@@ -43,7 +37,6 @@ static const char *const f_begin[] = {"manifest",
 				      "manifest.layers",
 				      "manifest.risk_class",
 				      NULL};
-static const char *const f_end[] = {"counts", NULL};
 
 static const struct sl_cap_class native_classes[] = {
     {"process.exec", SL_OBS_SUPERVISOR, f_exec,
@@ -56,12 +49,7 @@ static const struct sl_cap_class native_classes[] = {
     {"lifecycle.start", SL_OBS_SUPERVISOR, f_start, NULL, 0},
     {"lifecycle.exit", SL_OBS_SUPERVISOR, f_exit, "pid 1 only", 0},
     {"sensor.gap", SL_OBS_SUPERVISOR, f_gap, NULL, 0},
-    {"control.action", SL_OBS_SUPERVISOR, f_control, NULL, 0},
-    {"export.blind", SL_OBS_SUPERVISOR, f_blind, "no ACK from the collector for the risk class's max blind",
-     0},
-    {"export.restored", SL_OBS_SUPERVISOR, f_restored, NULL, 0},
-    {"record.begin", SL_OBS_SUPERVISOR, f_begin, NULL, 0},
-    {"record.end", SL_OBS_SUPERVISOR, f_end, NULL, 0},
+    SL_CAPS_SHARED_CLASSES(f_begin),
 };
 
 /* The native runtime is the host kernel plus the Landlock ABI it offers: an upgrade of either

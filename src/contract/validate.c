@@ -9,9 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/selfrun.h"
 #include "common/util.h"
 #include "contract/relay.h"
 #include "contract/validate_internal.h"
-
-extern char **environ;
 
 /* The children of the running validation, for sl_validate_abort (a signal handler). */
 static volatile pid_t child_collector = -1, child_run = -1;
@@ -95,35 +92,6 @@ static void sleep_ms(unsigned ms)
 		;
 }
 
-static int write_text(const char *path, const char *text, mode_t mode)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-	if (fd < 0)
-		return -errno;
-	int r = sl_write_all(fd, text, strlen(text));
-	close(fd);
-	return r;
-}
-
-static int spawn(char *const argv[], const char *out, const char *errp, pid_t *pid)
-{
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	posix_spawnattr_t at;
-	posix_spawnattr_init(&at);
-	sigset_t none;
-	sigemptyset(&none);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
-	int e = posix_spawn(pid, "/proc/self/exe", &fa, &at, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	return -e;
-}
-
 /* Ask the collector's operator socket one line. */
 int sl_vask(const char *sock, const char *req, char *resp, size_t len)
 {
@@ -187,15 +155,6 @@ static int fifo_say(const char *path, const char *what, unsigned timeout_ms)
 		sleep_ms(20);
 	}
 	return -ETIMEDOUT;
-}
-
-static int rm_cb(const char *p, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	remove(p);
-	return 0;
 }
 
 static void hex(char *out, size_t n)
@@ -334,7 +293,7 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	snprintf(p1, sizeof(p1), "%s/%s", ws, d12);
 	snprintf(p2, sizeof(p2), "%s/%s.txt", p1, f12);
 	if (mkdir(ws, 0755) < 0 || mkdir(rec, 0700) < 0 || mkdir(p1, 0755) < 0 ||
-	    write_text(p2, content, 0644) < 0 || mkfifo(fifo, 0666) < 0) {
+	    sl_write_text(p2, content, O_TRUNC, 0644) < 0 || mkfifo(fifo, 0666) < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "set up %s: %s", W, strerror(errno));
 		goto out;
@@ -360,7 +319,7 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 		snprintf(ptxt + l, sizeof(ptxt) - l, "%s\n", extra);
 		free(extra);
 	}
-	if ((rc = write_text(pol, ptxt, 0644)) < 0) {
+	if ((rc = sl_write_text(pol, ptxt, O_TRUNC, 0644)) < 0) {
 		snprintf(err, errlen, "write %s: %s", pol, strerror(-rc));
 		goto out;
 	}
@@ -380,7 +339,7 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 	for (size_t i = 0; i < cfg->n_collectd_flags && ca < 30; i++)
 		cargv[ca++] = (char *)cfg->collectd_flags[i];
 	cargv[ca] = NULL;
-	rc = spawn(cargv, "/dev/null", clog, &cpid);
+	rc = sl_selfrun_spawn(cargv, "/dev/null", clog, &cpid);
 	child_collector = rc < 0 ? -1 : cpid;
 	if (rc < 0) {
 		snprintf(err, errlen, "start the collector: %s", strerror(-rc));
@@ -445,7 +404,7 @@ int sl_validate_run(const struct sl_validate_cfg *cfg, struct sl_validate_result
 			 "-c",
 			 script,
 			 NULL};
-	rc = spawn(rargv, v.run_out, runerr, &rpid);
+	rc = sl_selfrun_spawn(rargv, v.run_out, runerr, &rpid);
 	child_run = rc < 0 ? -1 : rpid;
 	if (rc < 0) {
 		snprintf(err, errlen, "start the workload: %s", strerror(-rc));
@@ -584,6 +543,6 @@ out:
 	}
 	/* A failed validation keeps its evidence (record, store, logs) for the operator. */
 	if (!cfg->keep && rc == 0 && res->passed)
-		nftw(res->workdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+		sl_rm_tree(res->workdir);
 	return rc;
 }

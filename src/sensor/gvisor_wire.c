@@ -301,6 +301,25 @@ static enum sl_gv_reject parse(const uint8_t *p, size_t n, const struct spec *s,
 	return SL_GV_OK;
 }
 
+/* The message types decoded, each with its field table. */
+static const struct {
+	uint16_t type;
+	const struct spec *s;
+	size_t ns;
+} msg_types[] = {
+    {SL_GV_CONTAINER_START, start_spec, N(start_spec)},
+    {SL_GV_SENTRY_CLONE, clone_spec, N(clone_spec)},
+    {SL_GV_SENTRY_EXEC, exec_spec, N(exec_spec)},
+    {SL_GV_SENTRY_EXIT_NOTIFY_PARENT, exit_task_spec, N(exit_task_spec)},
+    {SL_GV_SENTRY_TASK_EXIT, exit_task_spec, N(exit_task_spec)},
+    {SL_GV_SYSCALL_OPEN, open_spec, N(open_spec)},
+    {SL_GV_SYSCALL_CONNECT, connect_spec, N(connect_spec)},
+    /* Bind has Connect's shape: fd, fd_path, bytes address */
+    {SL_GV_SYSCALL_BIND, connect_spec, N(connect_spec)},
+    {SL_GV_SYSCALL_EXECVE, execve_spec, N(execve_spec)},
+    {SL_GV_SYSCALL_SOCKET, socket_spec, N(socket_spec)},
+};
+
 enum sl_gv_reject sl_gv_decode(const uint8_t *buf, size_t len, struct sl_gv_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -313,39 +332,10 @@ enum sl_gv_reject sl_gv_decode(const uint8_t *buf, size_t len, struct sl_gv_msg 
 	    (uint32_t)buf[4] | (uint32_t)buf[5] << 8 | (uint32_t)buf[6] << 16 | (uint32_t)buf[7] << 24;
 	if (hsize < SL_GV_HEADER_MIN || hsize > SL_GV_HEADER_MAX || hsize > len)
 		return SL_GV_R_HEADER_SIZE;
-	const struct spec *s;
-	size_t ns;
-	switch (m->type) {
-	case SL_GV_CONTAINER_START:
-		s = start_spec, ns = N(start_spec);
-		break;
-	case SL_GV_SENTRY_CLONE:
-		s = clone_spec, ns = N(clone_spec);
-		break;
-	case SL_GV_SENTRY_EXEC:
-		s = exec_spec, ns = N(exec_spec);
-		break;
-	case SL_GV_SENTRY_EXIT_NOTIFY_PARENT:
-	case SL_GV_SENTRY_TASK_EXIT:
-		s = exit_task_spec, ns = N(exit_task_spec);
-		break;
-	case SL_GV_SYSCALL_OPEN:
-		s = open_spec, ns = N(open_spec);
-		break;
-	case SL_GV_SYSCALL_CONNECT:
-	case SL_GV_SYSCALL_BIND: /* Bind has Connect's shape: fd, fd_path, bytes address */
-		s = connect_spec, ns = N(connect_spec);
-		break;
-	case SL_GV_SYSCALL_EXECVE:
-		s = execve_spec, ns = N(execve_spec);
-		break;
-	case SL_GV_SYSCALL_SOCKET:
-		s = socket_spec, ns = N(socket_spec);
-		break;
-	default:
-		return SL_GV_R_UNKNOWN_TYPE;
-	}
-	return parse(buf + hsize, len - hsize, s, ns, m, 1);
+	for (size_t i = 0; i < N(msg_types); i++)
+		if (msg_types[i].type == m->type)
+			return parse(buf + hsize, len - hsize, msg_types[i].s, msg_types[i].ns, m, 1);
+	return SL_GV_R_UNKNOWN_TYPE;
 }
 
 enum sl_gv_reject sl_gv_handshake(const uint8_t *buf, size_t len, uint32_t *version)

@@ -9,15 +9,8 @@
 #include "contract/caps.h"
 #include "contract/contract.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                                          \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);             \
-			failures++;                                                                          \
-		}                                                                                            \
-	} while (0)
+#define CHECK_COUNTS
+#include "check.h"
 
 static const char good[] = "contract: t\n"
 			   "behaviours:\n"

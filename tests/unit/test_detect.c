@@ -4,14 +4,8 @@
 
 #include "collector/detect.h"
 
-static int failures;
-#define CHECK(cond)                                                                                          \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);             \
-			failures++;                                                                          \
-		}                                                                                            \
-	} while (0)
+#define CHECK_COUNTS
+#include "check.h"
 
 #define HEAD "{\"seq\":7,\"sandbox_id\":\"0123456789abcdef0123456789abcdef\",\"time\":1796108362979782000,"
 

@@ -10,31 +10,8 @@
 
 #include "common/util.h"
 #include "export/frame.h"
+#include "check.h"
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	fflush(stdout);
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
-
-#define CHECK(cond)                                                                                          \
-	do {                                                                                                 \
-		if (!(cond))                                                                                 \
-			die("%s:%d: %s", __FILE__, __LINE__, #cond);                                         \
-	} while (0)
-#define CHECK_EQ(a, b)                                                                                       \
-	do {                                                                                                 \
-		long long a_ = (long long)(a), b_ = (long long)(b);                                          \
-		if (a_ != b_)                                                                                \
-			die("%s:%d: %s == %lld, want %lld", __FILE__, __LINE__, #a, a_, b_);                 \
-	} while (0)
 /* decode must fail with -EBADMSG and this reason */
 #define CHECK_REJECT(rc, frame, want)                                                                        \
 	do {                                                                                                 \

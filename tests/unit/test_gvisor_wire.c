@@ -6,14 +6,9 @@
 
 #include "sensor/gvisor_wire.h"
 
-static int failures;
-#define CHECK(cond)                                                                                          \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
-			failures++;                                                                          \
-		}                                                                                            \
-	} while (0)
+#define CHECK_COUNTS
+#include "check.h"
+#include "gv_build.h"
 
 /* Captured from `runsc --pod-init-config ... do /bin/sh -c ...` (release 0.0~20221219.0):
  * m000 is the container start, m001 the first openat exit (/etc/ld.so.cache). */
@@ -41,68 +36,6 @@ static const uint8_t real_m001[] = {
     0x76, 0x63, 0x61, 0x70, 0x4a, 0x02, 0x73, 0x68, 0x12, 0x02, 0x08, 0x03, 0x18, 0x81, 0x02, 0x20,
     0x9c, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x32, 0x10, 0x2f, 0x65, 0x74, 0x63,
     0x2f, 0x6c, 0x64, 0x2e, 0x73, 0x6f, 0x2e, 0x63, 0x61, 0x63, 0x68, 0x65, 0x38, 0x80, 0x80, 0x20};
-
-struct buf {
-	uint8_t b[200000];
-	size_t n;
-};
-
-static void put(struct buf *b, const void *p, size_t n)
-{
-	if (b->n + n > sizeof(b->b))
-		abort();
-	memcpy(b->b + b->n, p, n);
-	b->n += n;
-}
-static void varint(struct buf *b, uint64_t v)
-{
-	do {
-		uint8_t c = v & 0x7f;
-		v >>= 7;
-		if (v)
-			c |= 0x80;
-		put(b, &c, 1);
-	} while (v);
-}
-static void key(struct buf *b, unsigned num, unsigned wt)
-{
-	varint(b, (uint64_t)num << 3 | wt);
-}
-static void vfield(struct buf *b, unsigned num, uint64_t v)
-{
-	key(b, num, 0);
-	varint(b, v);
-}
-static void sfield(struct buf *b, unsigned num, const void *p, size_t n)
-{
-	key(b, num, 2);
-	varint(b, n);
-	put(b, p, n);
-}
-static void header(struct buf *b, uint16_t type, uint32_t dropped)
-{
-	uint8_t h[8] = {8,
-			0,
-			(uint8_t)type,
-			(uint8_t)(type >> 8),
-			(uint8_t)dropped,
-			(uint8_t)(dropped >> 8),
-			(uint8_t)(dropped >> 16),
-			(uint8_t)(dropped >> 24)};
-	b->n = 0;
-	put(b, h, 8);
-}
-/* A valid ContextData for container "c1". */
-static void ctx(struct buf *b)
-{
-	struct buf c = {.n = 0};
-	vfield(&c, 1, 1700000000000000000ull);
-	vfield(&c, 2, 7);
-	vfield(&c, 4, 7);
-	sfield(&c, 6, "c1", 2);
-	sfield(&c, 8, "/w", 2);
-	sfield(&b[0], 1, c.b, c.n);
-}
 
 static bool streq(struct sl_gv_str s, const char *want)
 {

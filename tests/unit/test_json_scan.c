@@ -13,25 +13,7 @@
 #include <string.h>
 
 #include "record/json_scan.h"
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	fflush(stdout);
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
-
-#define CHECK(cond)                                                                                          \
-	do {                                                                                                 \
-		if (!(cond))                                                                                 \
-			die("%s:%d: %s", __FILE__, __LINE__, #cond);                                         \
-	} while (0)
+#include "check.h"
 
 /* Two lines as the record writer produces them. */
 static const char *const lines[] = {

@@ -8,15 +8,9 @@
 #include "common/util.h"
 #include "policy/policy.h"
 
-static int failures;
+#define CHECK_COUNTS
+#include "check.h"
 
-#define CHECK(cond)                                                                                          \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);             \
-			failures++;                                                                          \
-		}                                                                                            \
-	} while (0)
 #define CHECK_STR(a, b)                                                                                      \
 	do {                                                                                                 \
 		const char *a_ = (a), *b_ = (b);                                                             \

@@ -16,6 +16,7 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "record/record.h"
+#include "check.h"
 
 #define THREADS		  4
 #define EVENTS_PER_THREAD 2500
@@ -23,31 +24,6 @@
 #define TOTAL		  (EVENTS + 2) /* record.begin + events + record.end */
 
 static char tmpdir[] = "/tmp/sl-test-record-XXXXXX";
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	fflush(stdout);
-	va_start(ap, fmt);
-	fprintf(stderr, "FAIL: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(1);
-}
-
-#define CHECK(cond)                                                                                          \
-	do {                                                                                                 \
-		if (!(cond))                                                                                 \
-			die("%s:%d: %s", __FILE__, __LINE__, #cond);                                         \
-	} while (0)
-#define CHECK_EQ(a, b)                                                                                       \
-	do {                                                                                                 \
-		long long a_ = (long long)(a), b_ = (long long)(b);                                          \
-		if (a_ != b_)                                                                                \
-			die("%s:%d: %s == %lld, want %lld", __FILE__, __LINE__, #a, a_, b_);                 \
-	} while (0)
 
 static const struct sl_identity ident = {
     .tenant = "tenant-1",

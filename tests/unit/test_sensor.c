@@ -6,14 +6,8 @@
 #include "sensor/paths.h"
 #include "sensor/redact.h"
 
-static int failures;
-#define CHECK(cond)                                                                                      \
-	do {                                                                                             \
-		if (!(cond)) {                                                                           \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);         \
-			failures++;                                                                      \
-		}                                                                                        \
-	} while (0)
+#define CHECK_COUNTS
+#include "check.h"
 
 static void norm(const char *in, const char *want)
 {
