@@ -96,8 +96,17 @@ gv_burst() {
 
 test_gvisor_loss_counted() {
 	need_runsc
-	SIGHTLINE_GVISOR_RETRIES=0 SL_RUN_FLAGS="--runtime gvisor" gv_burst
-	[ "$DROPPED" -gt 0 ] || fail "with retries 0 the Sentry dropped nothing: the test could not provoke loss"
+	# Whether the Sentry drops at retries 0 depends on how fast the sink drains at that moment (a
+	# loaded machine can slow the workload more than the sink): up to 3 bursts until one loses
+	# points. The accounting below is checked on the burst that did.
+	local attempt
+	for attempt in 1 2 3; do
+		SIGHTLINE_GVISOR_RETRIES=0 SL_RUN_FLAGS="--runtime gvisor" gv_burst
+		[ "$DROPPED" -gt 0 ] && break
+		echo "burst $attempt: nothing dropped, again"
+		rm -f "$SL_TMP"/rec-root/*.jsonl
+	done
+	[ "$DROPPED" -gt 0 ] || fail "with retries 0 the Sentry dropped nothing in 3 bursts: the test could not provoke loss"
 	assert_eq "$((OPENS + DROPPED))" 100000 "recorded opens + dropped"
 	assert_eq "$TOTAL" "$DROPPED" "the gaps' counts add up to the Sentry's cumulative count"
 	head -n 1 "$REC" | jq -e '.manifest.layers.sink_retries==0' >/dev/null || fail "retries not in the manifest"
