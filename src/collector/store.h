@@ -103,8 +103,9 @@ struct sl_store_event {
  * may be NULL. Returns 0 or -errno. */
 int sl_store_last(struct sl_store *s, const char *sandbox_id, uint64_t *seq,
 		  char hash[SL_STORE_HASH_LEN + 1]);
-/* Append a batch of a sandbox's events in ONE transaction, in order, by these rules (last = the
- * stored head, updated as events are inserted):
+/* Append a batch of a sandbox's events in ONE transaction as ONE event_batches row (schema 3: the
+ * new lines, newline-separated; resends are cut off at the stored head first, so rows never
+ * overlap), in order, by these rules (last = the stored head, updated as events are accepted):
  *   - seq <= last: a resend. Skipped and counted in *dups. It must be byte-identical to the stored
  *     line; if it is not (the record was rewritten, or a forged replay), processing stops as below.
  *   - seq == last + 1 and prev_hash == the stored head hash: inserted (received_ns recorded).
@@ -115,7 +116,8 @@ int sl_store_last(struct sl_store *s, const char *sandbox_id, uint64_t *seq,
  * health.last_seq/last_hash (and last_frame_ns = received_ns, if anything was inserted) are updated
  * in the same transaction. On a SQLite failure (-ENOSPC, -EBUSY, ...) the whole batch is rolled
  * back: nothing of it is stored and the head does not move. -ENOENT if the sandbox is not bound;
- * -EINVAL (nothing done) if an event is malformed (NULL pointer, seq 0 or > INT64_MAX).
+ * -EINVAL (nothing done) if an event is malformed (NULL pointer, seq 0 or > INT64_MAX, a '\n'
+ * inside the line).
  * *last_seq (may be NULL) is always set to the stored head after the call (the acknowledgeable
  * seq); *dups (may be NULL) to the number of resends skipped. */
 int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const struct sl_store_event *ev,
