@@ -286,11 +286,29 @@ static int alert_cb(void *arg, const struct sl_store_alert *a)
 	return 0;
 }
 
-static int event_cb(void *arg, const char *line, size_t len)
+/* events: the stored line as received; --json: {"sandbox_id","seq","time_ns","received_ns","class",
+ * "event": the line}, one object a line (the latency bench needs received_ns). */
+static int event_cb(void *arg, const struct sl_store_event_row *e)
 {
 	struct reader *r = arg;
-	fwrite(line, 1, len, stdout);
-	fputc('\n', stdout);
+	if (r->json) {
+		struct sl_json j;
+		sl_json_init(&j);
+		sl_json_obj_open(&j, NULL);
+		sl_json_str(&j, "sandbox_id", e->sandbox_id, 0);
+		sl_json_uint(&j, "seq", e->seq);
+		sl_json_int(&j, "time_ns", e->time_ns);
+		sl_json_int(&j, "received_ns", e->received_ns);
+		sl_json_strn(&j, "class", e->class_name, e->class_len, 0);
+		sl_json_obj_close(&j);
+		/* The line is a checked JSON object: it goes in as it is, without re-encoding. */
+		if (!sl_json_error(&j) && j.len > 0 && j.buf[j.len - 1] == '}')
+			printf("%.*s,\"event\":%s}\n", (int)(j.len - 1), j.buf, e->line);
+		sl_json_free(&j);
+	} else {
+		fwrite(e->line, 1, e->len, stdout);
+		fputc('\n', stdout);
+	}
 	r->rows++;
 	return 0;
 }
@@ -395,7 +413,7 @@ int sl_cmd_query(int argc, char **argv)
 	else if (!strcmp(what, "alerts"))
 		r = sl_store_each_alert(st, &f, alert_cb, &rd);
 	else
-		r = sl_store_each_event(st, &f, event_cb, &rd);
+		r = sl_store_each_event_row(st, &f, event_cb, &rd);
 	if (r < 0)
 		fprintf(stderr, "sightline %s: %s\n", what, sl_store_errmsg(st));
 	sl_store_close(st);

@@ -41,14 +41,18 @@ static const char schema_sql[] =
     " key_fingerprint TEXT);"
     "CREATE INDEX bindings_tenant ON bindings(tenant, task);"
     "CREATE INDEX bindings_task ON bindings(task);"
-    "CREATE TABLE events("
+    /* One row per checked EVENTS batch (schema 3): the batch's lines, newline-separated exactly as
+     * received, seqs first_seq..last_seq contiguous. Rows of a sandbox never overlap (the append
+     * path cuts resends at the stored head). */
+    "CREATE TABLE event_batches("
     " sandbox_id TEXT NOT NULL," /* bound: checked by the append path (see the doc) */
-    " seq INTEGER NOT NULL,"
-    " time_ns INTEGER NOT NULL,"
-    " class TEXT NOT NULL,"
+    " first_seq INTEGER NOT NULL,"
+    " last_seq INTEGER NOT NULL,"
+    " first_time_ns INTEGER NOT NULL,"
+    " last_time_ns INTEGER NOT NULL,"
     " received_ns INTEGER NOT NULL,"
-    " line TEXT NOT NULL,"
-    " PRIMARY KEY(sandbox_id, seq)) WITHOUT ROWID;"
+    " lines BLOB NOT NULL,"
+    " PRIMARY KEY(sandbox_id, first_seq));"
     "CREATE TABLE health("
     " sandbox_id TEXT PRIMARY KEY NOT NULL REFERENCES bindings(sandbox_id),"
     " state TEXT NOT NULL CHECK(state IN ('healthy','lagging','blind','ended')),"
@@ -120,9 +124,10 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
     [ST_HEAD] = "SELECT last_seq, last_hash FROM health WHERE sandbox_id = ?1",
-    [ST_EV_INSERT] = "INSERT INTO events(sandbox_id, seq, time_ns, class, received_ns, line)"
-		     " VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-    [ST_EV_LINE] = "SELECT line FROM events WHERE sandbox_id = ?1 AND seq = ?2",
+    [ST_EV_INSERT] = "INSERT INTO event_batches(sandbox_id, first_seq, last_seq, first_time_ns, last_time_ns,"
+		     " received_ns, lines) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [ST_EV_LINE] = "SELECT first_seq, last_seq, lines FROM event_batches WHERE sandbox_id = ?1 AND first_seq <= ?2"
+		   " ORDER BY first_seq DESC LIMIT 1",
     [ST_HEAD_SET] =
 	"UPDATE health SET last_seq = ?2, last_hash = ?3, last_frame_ns = ?4 WHERE sandbox_id = ?1",
     [ST_BIND_INSERT] = "INSERT INTO bindings(" BIND_COLS ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
@@ -384,6 +389,118 @@ rollback:
 	return r;
 }
 
+/* Lines per batch row that migrate_v2 makes out of version 2 events rows (rows received in one
+ * batch, received_ns equal, stay together up to this many). */
+#define MIGRATE_ROW_LINES 1024
+
+/* Flush the lines gathered by migrate_v2 as one event_batches row. */
+static int migrate_flush(struct sl_store *s, sqlite3_stmt *ins, const char *sid, int64_t first, int64_t last,
+			 int64_t t0, int64_t t1, int64_t recv, const char *buf, size_t len)
+{
+	if (sqlite3_bind_text(ins, 1, sid, -1, SQLITE_TRANSIENT) | sqlite3_bind_int64(ins, 2, first) |
+	    sqlite3_bind_int64(ins, 3, last) | sqlite3_bind_int64(ins, 4, t0) | sqlite3_bind_int64(ins, 5, t1) |
+	    sqlite3_bind_int64(ins, 6, recv) | sqlite3_bind_blob(ins, 7, buf, (int)len, SQLITE_STATIC))
+		return bind_failed(s, ins);
+	return run(s, ins);
+}
+
+/* Version 2 -> 3: the events rows (one per line) become event_batches rows (one per received batch,
+ * its lines newline-separated), the events table is dropped. One transaction: a crash leaves v2 or
+ * v3, never half of each. *ver becomes what the file now is. */
+static int migrate_v2(struct sl_store *s, int64_t *ver)
+{
+	sqlite3_stmt *sel = NULL, *ins = NULL;
+	char *buf = NULL, *sid = NULL;
+	size_t len = 0, cap = 0, lines = 0;
+	int64_t first = 0, last = 0, t0 = 0, t1 = 0, recv = 0;
+	int r = tx_begin(s), rc;
+	if (r < 0)
+		return r;
+	if ((r = query_int(s, "PRAGMA user_version", ver)) < 0)
+		goto rollback;
+	if (*ver != 2)
+		return tx_commit(s);
+	if ((r = exec_sql(s, "CREATE TABLE event_batches(sandbox_id TEXT NOT NULL, first_seq INTEGER NOT NULL,"
+			     " last_seq INTEGER NOT NULL, first_time_ns INTEGER NOT NULL, last_time_ns INTEGER NOT NULL,"
+			     " received_ns INTEGER NOT NULL, lines BLOB NOT NULL, PRIMARY KEY(sandbox_id, first_seq));")) < 0)
+		goto rollback;
+	if ((rc = sqlite3_prepare_v2(s->db,
+				     "SELECT sandbox_id, seq, time_ns, received_ns, line FROM events ORDER BY sandbox_id, seq",
+				     -1, &sel, NULL)) != SQLITE_OK ||
+	    (rc = sqlite3_prepare_v2(s->db, stmt_sql[ST_EV_INSERT], -1, &ins, NULL)) != SQLITE_OK) {
+		r = fail(s, rc);
+		goto rollback;
+	}
+	while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+		const char *id = (const char *)sqlite3_column_text(sel, 0);
+		int64_t seq = sqlite3_column_int64(sel, 1), t = sqlite3_column_int64(sel, 2),
+			rv = sqlite3_column_int64(sel, 3);
+		const char *line = (const char *)sqlite3_column_blob(sel, 4);
+		size_t ll = (size_t)sqlite3_column_bytes(sel, 4);
+		if (!id || (ll && memchr(line, '\n', ll))) {
+			r = failf(s, -EBADMSG, "migration to schema 3: a malformed events row (seq %" PRId64 ")", seq);
+			goto rollback;
+		}
+		bool same = sid && strcmp(sid, id) == 0 && seq == last + 1 && rv == recv && lines < MIGRATE_ROW_LINES;
+		if (!same && lines) {
+			if ((r = migrate_flush(s, ins, sid, first, last, t0, t1, recv, buf, len)) < 0)
+				goto rollback;
+			lines = len = 0;
+		}
+		if (!sid || strcmp(sid, id) != 0) {
+			free(sid);
+			if (!(sid = strdup(id))) {
+				r = failf(s, -ENOMEM, "out of memory");
+				goto rollback;
+			}
+		}
+		if (lines == 0) {
+			first = seq;
+			t0 = t;
+			recv = rv;
+		}
+		if (len + ll + 1 > cap) {
+			size_t nc = (len + ll + 1) * 2;
+			char *nb = realloc(buf, nc);
+			if (!nb) {
+				r = failf(s, -ENOMEM, "out of memory");
+				goto rollback;
+			}
+			buf = nb;
+			cap = nc;
+		}
+		if (ll)
+			memcpy(buf + len, line, ll);
+		buf[len + ll] = '\n';
+		len += ll + 1;
+		last = seq;
+		t1 = t;
+		lines++;
+	}
+	if (rc != SQLITE_DONE) {
+		r = fail(s, rc);
+		goto rollback;
+	}
+	if (lines && (r = migrate_flush(s, ins, sid, first, last, t0, t1, recv, buf, len)) < 0)
+		goto rollback;
+	sqlite3_finalize(sel);
+	sqlite3_finalize(ins);
+	sel = ins = NULL;
+	if ((r = exec_sql(s, "DROP TABLE events; PRAGMA user_version=3;")) < 0)
+		goto rollback;
+	free(buf);
+	free(sid);
+	*ver = 3;
+	return tx_commit(s);
+rollback:
+	sqlite3_finalize(sel);
+	sqlite3_finalize(ins);
+	free(buf);
+	free(sid);
+	tx_rollback(s);
+	return r;
+}
+
 /* Create the schema if the file has none; migrate an older one; refuse a newer or foreign one. */
 static int ensure_schema(struct sl_store *s)
 {
@@ -418,16 +535,11 @@ static int ensure_schema(struct sl_store *s)
 		if ((r = tx_commit(s)) < 0)
 			return r;
 	}
-	/* A read-only connection reads a version 1 store as it is (the tables are the same); the
-	 * writer migrates it. */
-	if (ver == 1 && sqlite3_db_readonly(s->db, "main") != 1 && (r = migrate_v1(s, &ver)) < 0)
-		return r;
-	if (ver == 1)
-		ver = SL_STORE_SCHEMA_VERSION; /* readable as version 2 */
 	if (ver > SL_STORE_SCHEMA_VERSION)
 		return failf(s, -EPROTO,
 			     "the store's schema version %" PRId64 " is newer than this build's (%d)", ver,
 			     SL_STORE_SCHEMA_VERSION);
+	/* Someone else's database is never migrated (changed): check whose it is first. */
 	if ((r = query_int(s, "PRAGMA application_id", &app)) < 0)
 		return r;
 	if (ver < 0 || app != APPLICATION_ID)
@@ -435,6 +547,11 @@ static int ensure_schema(struct sl_store *s)
 			     "not a sightline collector store (application_id %" PRId64
 			     ", user_version %" PRId64 ")",
 			     app, ver);
+	/* The writer migrates an older store: 1 -> 2 -> 3. */
+	if (ver == 1 && (r = migrate_v1(s, &ver)) < 0)
+		return r;
+	if (ver == 2 && (r = migrate_v2(s, &ver)) < 0)
+		return r;
 	return 0;
 rollback:
 	tx_rollback(s);
@@ -789,32 +906,86 @@ static size_t line_len(const struct sl_store_event *e)
 	return n > 0 && e->line[n - 1] == '\n' ? n - 1 : n;
 }
 
-/* A resend of a stored seq must be the stored line, byte for byte. Returns 0, -EPROTO or -errno. */
-static int check_resend(struct sl_store *s, const char *sandbox_id, const struct sl_store_event *e)
+/* The stored batch row that holds the resent seqs being compared (one fetch serves a run of
+ * resends), and where the last looked-up line starts in it. */
+struct resend_row {
+	uint64_t first, last; /* 0, 0: nothing fetched */
+	char *lines;
+	size_t len;
+	uint64_t at_seq; /* the line at offset at_off */
+	size_t at_off;
+};
+
+/* Line seq of a fetched row: *p, *n (without its '\n'). 0, or -EBADMSG if the row is malformed. */
+static int row_line(struct resend_row *rr, uint64_t seq, const char **p, size_t *n)
 {
-	sqlite3_stmt *st;
-	int r = stmt(s, ST_EV_LINE, &st);
-	if (r < 0)
-		return r;
-	if (bind_str(st, 1, sandbox_id) | sqlite3_bind_int64(st, 2, (int64_t)e->seq))
-		return bind_failed(s, st);
-	size_t len = line_len(e);
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		const void *stored = sqlite3_column_blob(st, 0);
-		size_t n = (size_t)sqlite3_column_bytes(st, 0);
-		r = n == len && (len == 0 || memcmp(stored, e->line, len) == 0)
-			? 0
-			: failf(s, -EPROTO, "sandbox %s: seq %" PRIu64 " resent with different content",
-				sandbox_id, e->seq);
-	} else if (rc == SQLITE_DONE) {
-		r = failf(s, -EBADMSG, "sandbox %s: seq %" PRIu64 " is below the stored head but not stored",
-			  sandbox_id, e->seq);
-	} else {
-		r = fail(s, rc);
+	if (seq < rr->at_seq) {
+		rr->at_seq = rr->first;
+		rr->at_off = 0;
 	}
-	done(st);
-	return r;
+	while (rr->at_seq < seq) {
+		const char *nl = memchr(rr->lines + rr->at_off, '\n', rr->len - rr->at_off);
+		if (!nl)
+			return -EBADMSG;
+		rr->at_off = (size_t)(nl - rr->lines) + 1;
+		rr->at_seq++;
+	}
+	const char *l = rr->lines + rr->at_off;
+	const char *nl = memchr(l, '\n', rr->len - rr->at_off);
+	if (!nl)
+		return -EBADMSG;
+	*p = l;
+	*n = (size_t)(nl - l);
+	return 0;
+}
+
+/* A resend of a stored seq must be the stored line, byte for byte. Returns 0, -EPROTO or -errno. */
+static int check_resend(struct sl_store *s, const char *sandbox_id, const struct sl_store_event *e,
+			struct resend_row *rr)
+{
+	int r;
+	if (rr->last == 0 || e->seq < rr->first || e->seq > rr->last) {
+		sqlite3_stmt *st;
+		if ((r = stmt(s, ST_EV_LINE, &st)) < 0)
+			return r;
+		if (bind_str(st, 1, sandbox_id) | sqlite3_bind_int64(st, 2, (int64_t)e->seq))
+			return bind_failed(s, st);
+		int rc = sqlite3_step(st);
+		r = 0;
+		if (rc == SQLITE_ROW) {
+			int64_t f = sqlite3_column_int64(st, 0), l = sqlite3_column_int64(st, 1);
+			const void *b = sqlite3_column_blob(st, 2);
+			size_t n = (size_t)sqlite3_column_bytes(st, 2);
+			free(rr->lines);
+			*rr = (struct resend_row){0};
+			if (f >= 1 && l >= f && (uint64_t)l >= e->seq && n > 0) {
+				if (!(rr->lines = malloc(n)))
+					r = failf(s, -ENOMEM, "out of memory");
+				else {
+					memcpy(rr->lines, b, n);
+					*rr = (struct resend_row){(uint64_t)f, (uint64_t)l, rr->lines, n, (uint64_t)f, 0};
+				}
+			}
+		} else if (rc != SQLITE_DONE) {
+			r = fail(s, rc);
+		}
+		done(st);
+		if (r < 0)
+			return r;
+		if (rr->last == 0)
+			return failf(s, -EBADMSG, "sandbox %s: seq %" PRIu64 " is below the stored head but not stored",
+				     sandbox_id, e->seq);
+	}
+	const char *stored;
+	size_t n;
+	if (row_line(rr, e->seq, &stored, &n) < 0)
+		return failf(s, -EBADMSG, "sandbox %s: the stored batch %" PRIu64 "..%" PRIu64 " is malformed",
+			     sandbox_id, rr->first, rr->last);
+	size_t len = line_len(e);
+	return n == len && (len == 0 || memcmp(stored, e->line, len) == 0)
+		   ? 0
+		   : failf(s, -EPROTO, "sandbox %s: seq %" PRIu64 " resent with different content", sandbox_id,
+			   e->seq);
 }
 
 int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const struct sl_store_event *ev,
@@ -823,6 +994,8 @@ int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const str
 	uint64_t head = 0, last;
 	char head_hash[SL_STORE_HASH_LEN + 1];
 	size_t ndup = 0;
+	struct resend_row rr = {0};
+	char *blob = NULL;
 	int r;
 
 	if (dups)
@@ -834,7 +1007,9 @@ int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const str
 	for (size_t i = 0; i < n; i++) {
 		const struct sl_store_event *e = &ev[i];
 		if (!e->class_name || !e->prev_hash || !e->hash || !e->line || e->seq == 0 ||
-		    e->seq > (uint64_t)INT64_MAX || e->line_len > INT_MAX || e->class_len > INT_MAX) {
+		    e->seq > (uint64_t)INT64_MAX || e->line_len > INT_MAX || e->class_len > INT_MAX ||
+		    memchr(e->line, '\n', line_len(e))) {
+			/* A '\n' inside a line would split it in the stored batch. */
 			r = failf(s, -EINVAL, "sandbox %s: event %zu of the batch is malformed", sandbox_id,
 				  i);
 			if (last_seq && read_head(s, sandbox_id, &head, head_hash) >= 0)
@@ -854,16 +1029,28 @@ int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const str
 	}
 	last = head;
 	const char *last_hash = head_hash;
-	/* Parameters that are the same for every row are bound once per batch. */
-	if (bind_str(ins, 1, sandbox_id) | sqlite3_bind_int64(ins, 5, received_ns)) {
-		r = bind_failed(s, ins);
-		goto rollback;
-	}
 	int proto = 0;
+	/* The new lines are ev[run0..run1] (contiguous seqs head+1..last): resends are cut off at the
+	 * stored head before the insert, so batch rows never overlap. */
+	size_t run0 = SIZE_MAX, run1 = 0, blen = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct sl_store_event *e = &ev[i];
 		if (e->seq <= last) {
-			if ((r = check_resend(s, sandbox_id, e)) < 0) {
+			if (e->seq > head) {
+				/* A repeat of a line of this very batch: compare with it. */
+				const struct sl_store_event *o = e;
+				for (size_t j = i; j-- > run0;)
+					if (ev[j].seq == e->seq) {
+						o = &ev[j];
+						break;
+					}
+				if (o == e || line_len(o) != line_len(e) || memcmp(o->line, e->line, line_len(e)) != 0) {
+					proto = failf(s, -EPROTO,
+						      "sandbox %s: seq %" PRIu64 " resent with different content",
+						      sandbox_id, e->seq);
+					break;
+				}
+			} else if ((r = check_resend(s, sandbox_id, e, &rr)) < 0) {
 				if (r != -EPROTO)
 					goto rollback;
 				proto = r;
@@ -884,24 +1071,50 @@ int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const str
 				      sandbox_id, e->seq, last);
 			break;
 		}
-		size_t cl = e->class_len ? e->class_len : strlen(e->class_name);
-		if (sqlite3_bind_int64(ins, 2, (int64_t)e->seq) | sqlite3_bind_int64(ins, 3, e->time_ns) |
-		    sqlite3_bind_text(ins, 4, e->class_name, (int)cl, SQLITE_STATIC) |
-		    sqlite3_bind_text(ins, 6, e->line, (int)line_len(e), SQLITE_STATIC)) {
+		if (run0 == SIZE_MAX)
+			run0 = i;
+		run1 = i;
+		blen += line_len(e) + 1;
+		last = e->seq;
+		last_hash = e->hash;
+	}
+	if (run0 != SIZE_MAX) {
+		if (blen > INT_MAX) {
+			r = failf(s, -EINVAL, "sandbox %s: the batch is too large (%zu bytes)", sandbox_id, blen);
+			goto rollback;
+		}
+		if (!(blob = malloc(blen))) {
+			r = failf(s, -ENOMEM, "out of memory");
+			goto rollback;
+		}
+		char *w = blob;
+		size_t k = 0;
+		int64_t last_time = ev[run0].time_ns;
+		for (size_t i = run0; i <= run1; i++) {
+			const struct sl_store_event *e = &ev[i];
+			if (e->seq <= head + k)
+				continue; /* a resend inside the run (compared above) */
+			size_t l = line_len(e);
+			memcpy(w, e->line, l);
+			w[l] = '\n';
+			w += l + 1;
+			last_time = e->time_ns;
+			k++;
+		}
+		if (bind_str(ins, 1, sandbox_id) | sqlite3_bind_int64(ins, 2, (int64_t)head + 1) |
+		    sqlite3_bind_int64(ins, 3, (int64_t)last) | sqlite3_bind_int64(ins, 4, ev[run0].time_ns) |
+		    sqlite3_bind_int64(ins, 5, last_time) | sqlite3_bind_int64(ins, 6, received_ns) |
+		    sqlite3_bind_blob(ins, 7, blob, (int)(w - blob), SQLITE_STATIC)) {
 			r = bind_failed(s, ins);
 			goto rollback;
 		}
 		int rc = sqlite3_step(ins);
-		sqlite3_reset(ins);
+		done(ins);
 		if (rc != SQLITE_DONE) {
 			r = fail(s, rc);
-			sqlite3_clear_bindings(ins);
 			goto rollback;
 		}
-		last = e->seq;
-		last_hash = e->hash;
 	}
-	sqlite3_clear_bindings(ins);
 	if (last != head) {
 		if (bind_str(set, 1, sandbox_id) | sqlite3_bind_int64(set, 2, (int64_t)last) |
 		    sqlite3_bind_text(set, 3, last_hash, SL_STORE_HASH_LEN, SQLITE_STATIC) |
@@ -914,6 +1127,8 @@ int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const str
 	}
 	if ((r = tx_commit(s)) < 0)
 		goto out_head;
+	free(blob);
+	free(rr.lines);
 	if (last_seq)
 		*last_seq = last;
 	if (dups)
@@ -922,6 +1137,8 @@ int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const str
 rollback:
 	tx_rollback(s);
 out_head:
+	free(blob);
+	free(rr.lines);
 	/* Nothing of the batch is stored: report the head as it is (best effort). */
 	if (last_seq) {
 		char saved[sizeof(s->err)];
@@ -1197,44 +1414,220 @@ static void q_limit(struct query *q, const struct sl_store_filter *f)
 		q_add(q, " LIMIT :limit");
 }
 
-struct event_ctx {
-	int (*cb)(void *arg, const char *line, size_t len);
-	void *arg;
+/* One sandbox's event stream for sl_store_each_event_row: its batch rows in seq order, the current
+ * row copied with each '\n' made a NUL (so every line is a C string), and the current line. */
+struct ev_stream {
+	sqlite3_stmt *st;
+	char *sid;
+	char *buf;
+	size_t len, cap, off;
+	uint64_t next_seq, row_last;
+	int64_t received_ns;
+	struct sl_store_event_row row; /* the current line (valid while has_row) */
+	bool has_row;
 };
 
-static int event_row(sqlite3_stmt *st, void *ctx)
+/* The line's "time" and "class" (the line was checked at ingest: the scan only finds them). */
+static void parse_line(struct sl_store_event_row *e)
 {
-	struct event_ctx *c = ctx;
-	const char *line = (const char *)sqlite3_column_text(st, 0);
-	return c->cb(c->arg, line ? line : "", (size_t)sqlite3_column_bytes(st, 0));
+	size_t head = e->len < 512 ? e->len : 512; /* both are in the fixed prefix of a record line */
+	const char *t = memmem(e->line, head, "\"time\":", 7);
+	e->time_ns = t ? strtoll(t + 7, NULL, 10) : 0;
+	const char *c = memmem(e->line, head, "\"class\":\"", 9);
+	const char *q = c ? memchr(c + 9, '"', e->len - (size_t)(c + 9 - e->line)) : NULL;
+	e->class_name = q ? c + 9 : "";
+	e->class_len = q ? (size_t)(q - (c + 9)) : 0;
 }
 
-int sl_store_each_event(struct sl_store *s, const struct sl_store_filter *f,
-			int (*cb)(void *arg, const char *line, size_t len), void *arg)
+/* Advance st to its next line that passes the filter's class and since. 1: has_row, 0: end, -errno. */
+static int ev_next(struct sl_store *s, struct ev_stream *x, const struct sl_store_filter *f)
 {
+	for (;;) {
+		while (x->off < x->len) {
+			char *l = x->buf + x->off;
+			char *nul = memchr(l, '\0', x->len - x->off);
+			if (!nul || x->next_seq > x->row_last)
+				return failf(s, -EBADMSG, "sandbox %s: the stored batch ending at seq %" PRIu64
+							  " is malformed", x->sid, x->row_last);
+			x->off = (size_t)(nul - x->buf) + 1;
+			x->row = (struct sl_store_event_row){.sandbox_id = x->sid, .seq = x->next_seq++,
+							     .received_ns = x->received_ns, .line = l,
+							     .len = (size_t)(nul - l)};
+			parse_line(&x->row);
+			if (f && f->since_ns && x->row.time_ns < f->since_ns)
+				continue;
+			if (f && f->class_name &&
+			    (strlen(f->class_name) != x->row.class_len ||
+			     memcmp(f->class_name, x->row.class_name, x->row.class_len) != 0))
+				continue;
+			return x->has_row = true;
+		}
+		if (x->next_seq != 0 && x->next_seq != x->row_last + 1)
+			return failf(s, -EBADMSG, "sandbox %s: the stored batch ending at seq %" PRIu64
+						  " has the wrong number of lines", x->sid, x->row_last);
+		x->has_row = false;
+		int rc = sqlite3_step(x->st);
+		if (rc == SQLITE_DONE)
+			return 0;
+		if (rc != SQLITE_ROW)
+			return fail(s, rc);
+		int64_t first = sqlite3_column_int64(x->st, 0), last = sqlite3_column_int64(x->st, 1);
+		const void *b = sqlite3_column_blob(x->st, 3);
+		size_t n = (size_t)sqlite3_column_bytes(x->st, 3);
+		if (first < 1 || last < first || n == 0 || ((const char *)b)[n - 1] != '\n')
+			return failf(s, -EBADMSG, "sandbox %s: the stored batch at seq %" PRId64 " is malformed",
+				     x->sid, first);
+		if (n > x->cap) {
+			char *nb = realloc(x->buf, n);
+			if (!nb)
+				return failf(s, -ENOMEM, "out of memory");
+			x->buf = nb;
+			x->cap = n;
+		}
+		memcpy(x->buf, b, n);
+		for (char *p = x->buf; (p = memchr(p, '\n', (size_t)(x->buf + n - p))); p++)
+			*p = '\0';
+		x->len = n;
+		x->off = 0;
+		x->next_seq = (uint64_t)first;
+		x->row_last = (uint64_t)last;
+		x->received_ns = sqlite3_column_int64(x->st, 2);
+	}
+}
+
+/* Heap order of two streams' current lines: time_ns, sandbox_id, seq. */
+static bool ev_before(const struct ev_stream *a, const struct ev_stream *b)
+{
+	if (a->row.time_ns != b->row.time_ns)
+		return a->row.time_ns < b->row.time_ns;
+	int c = strcmp(a->sid, b->sid);
+	return c != 0 ? c < 0 : a->row.seq < b->row.seq;
+}
+
+static void heap_down(struct ev_stream **h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t m = i, l = 2 * i + 1, r = l + 1;
+		if (l < n && ev_before(h[l], h[m]))
+			m = l;
+		if (r < n && ev_before(h[r], h[m]))
+			m = r;
+		if (m == i)
+			return;
+		struct ev_stream *t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+int sl_store_each_event_row(struct sl_store *s, const struct sl_store_filter *f,
+			    int (*cb)(void *arg, const struct sl_store_event_row *e), void *arg)
+{
+	/* The sandboxes that pass the binding filters, then one stream per sandbox. */
 	struct query q = {0};
-	q_add(&q, "SELECT e.line FROM events e");
-	if (f && (f->tenant || f->task))
-		q_add(&q, " JOIN bindings b ON b.sandbox_id = e.sandbox_id");
-	q_add(&q, " WHERE 1");
+	q_add(&q, "SELECT b.sandbox_id FROM bindings b WHERE EXISTS(SELECT 1 FROM event_batches e"
+		  " WHERE e.sandbox_id = b.sandbox_id)");
 	if (f && f->tenant)
 		q_add(&q, " AND b.tenant = :tenant");
 	if (f && f->task)
 		q_add(&q, " AND b.task = :task");
 	if (f && f->sandbox_id)
-		q_add(&q, " AND e.sandbox_id = :sandbox");
-	if (f && f->class_name)
-		q_add(&q, " AND e.class = :class");
-	if (f && f->since_ns)
-		q_add(&q, " AND e.time_ns >= :since");
-	q_add(&q, " ORDER BY e.time_ns, e.sandbox_id, e.seq");
-	q_limit(&q, f);
-	sqlite3_stmt *st;
-	int r = q_prepare(s, &q, f, &st);
+		q_add(&q, " AND b.sandbox_id = :sandbox");
+	q_add(&q, " ORDER BY b.sandbox_id");
+	sqlite3_stmt *ids;
+	int r = q_prepare(s, &q, f, &ids);
 	if (r < 0)
 		return r;
+	struct ev_stream *xs = NULL, **heap = NULL;
+	size_t nx = 0, cap = 0, nh = 0;
+	int rc;
+	while ((rc = sqlite3_step(ids)) == SQLITE_ROW) {
+		if (nx == cap) {
+			size_t nc = cap ? cap * 2 : 8;
+			struct ev_stream *n2 = realloc(xs, nc * sizeof(*n2));
+			if (!n2) {
+				r = failf(s, -ENOMEM, "out of memory");
+				goto out;
+			}
+			xs = n2;
+			cap = nc;
+		}
+		struct ev_stream *x = &xs[nx];
+		*x = (struct ev_stream){0};
+		const char *id = (const char *)sqlite3_column_text(ids, 0);
+		if (!(x->sid = strdup(id ? id : ""))) {
+			r = failf(s, -ENOMEM, "out of memory");
+			goto out;
+		}
+		nx++;
+		if ((rc = sqlite3_prepare_v2(s->db,
+					     "SELECT first_seq, last_seq, received_ns, lines FROM event_batches"
+					     " WHERE sandbox_id = ?1 ORDER BY first_seq",
+					     -1, &x->st, NULL)) != SQLITE_OK ||
+		    (rc = sqlite3_bind_text(x->st, 1, x->sid, -1, SQLITE_STATIC)) != SQLITE_OK) {
+			r = fail(s, rc);
+			goto out;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		r = fail(s, rc);
+		goto out;
+	}
+	if (nx && !(heap = malloc(nx * sizeof(*heap)))) {
+		r = failf(s, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < nx; i++) {
+		if ((r = ev_next(s, &xs[i], f)) < 0)
+			goto out;
+		if (r == 1)
+			heap[nh++] = &xs[i];
+	}
+	r = 0;
+	for (size_t i = nh / 2; i-- > 0;)
+		heap_down(heap, nh, i);
+	size_t emitted = 0;
+	while (nh > 0 && (!f || !f->limit || emitted < f->limit)) {
+		struct ev_stream *x = heap[0];
+		if ((r = cb(arg, &x->row)) != 0)
+			goto out;
+		emitted++;
+		if ((r = ev_next(s, x, f)) < 0)
+			goto out;
+		if (r == 0)
+			heap[0] = heap[--nh];
+		r = 0;
+		heap_down(heap, nh, 0);
+	}
+out:
+	sqlite3_finalize(ids);
+	for (size_t i = 0; i < nx; i++) {
+		sqlite3_finalize(xs[i].st);
+		free(xs[i].sid);
+		free(xs[i].buf);
+	}
+	free(xs);
+	free(heap);
+	return r;
+}
+
+struct event_ctx {
+	int (*cb)(void *arg, const char *line, size_t len);
+	void *arg;
+};
+
+static int event_line(void *arg, const struct sl_store_event_row *e)
+{
+	struct event_ctx *c = arg;
+	return c->cb(c->arg, e->line, e->len);
+}
+
+int sl_store_each_event(struct sl_store *s, const struct sl_store_filter *f,
+			int (*cb)(void *arg, const char *line, size_t len), void *arg)
+{
 	struct event_ctx c = {cb, arg};
-	return q_each(s, st, event_row, &c);
+	return sl_store_each_event_row(s, f, event_line, &c);
 }
 
 struct alert_ctx {
@@ -1491,6 +1884,14 @@ int sl_store_open_readonly(const char *path, struct sl_store **out)
 	if (ver > SL_STORE_SCHEMA_VERSION) {
 		r = failf(s, -EPROTO, "the store's schema version %" PRId64 " is newer than this build's (%d)", ver,
 			  SL_STORE_SCHEMA_VERSION);
+		goto fail;
+	}
+	if (ver < SL_STORE_SCHEMA_VERSION) {
+		/* Reading the old layout would need a second reader; the collector converts it at start. */
+		r = failf(s, -EPROTO,
+			  "the store has schema version %" PRId64 " (this build reads %d): start the collector"
+			  " (sightline collectd) on it once to migrate it",
+			  ver, SL_STORE_SCHEMA_VERSION);
 		goto fail;
 	}
 	s->err[0] = '\0';

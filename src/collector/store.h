@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SL_STORE_SCHEMA_VERSION 2 /* 1: with events_time, events_class_time (migrated at open) */
+#define SL_STORE_SCHEMA_VERSION 3 /* 3: event_batches; 2: events rows; 1: with events indexes (1, 2 migrated at open) */
 #define SL_STORE_HASH_LEN	64 /* a hash is 64 lowercase hex characters */
 
 struct sl_store;
@@ -103,8 +103,9 @@ struct sl_store_event {
  * may be NULL. Returns 0 or -errno. */
 int sl_store_last(struct sl_store *s, const char *sandbox_id, uint64_t *seq,
 		  char hash[SL_STORE_HASH_LEN + 1]);
-/* Append a batch of a sandbox's events in ONE transaction, in order, by these rules (last = the
- * stored head, updated as events are inserted):
+/* Append a batch of a sandbox's events in ONE transaction as ONE event_batches row (schema 3: the
+ * new lines, newline-separated; resends are cut off at the stored head first, so rows never
+ * overlap), in order, by these rules (last = the stored head, updated as events are accepted):
  *   - seq <= last: a resend. Skipped and counted in *dups. It must be byte-identical to the stored
  *     line; if it is not (the record was rewritten, or a forged replay), processing stops as below.
  *   - seq == last + 1 and prev_hash == the stored head hash: inserted (received_ns recorded).
@@ -115,7 +116,8 @@ int sl_store_last(struct sl_store *s, const char *sandbox_id, uint64_t *seq,
  * health.last_seq/last_hash (and last_frame_ns = received_ns, if anything was inserted) are updated
  * in the same transaction. On a SQLite failure (-ENOSPC, -EBUSY, ...) the whole batch is rolled
  * back: nothing of it is stored and the head does not move. -ENOENT if the sandbox is not bound;
- * -EINVAL (nothing done) if an event is malformed (NULL pointer, seq 0 or > INT64_MAX).
+ * -EINVAL (nothing done) if an event is malformed (NULL pointer, seq 0 or > INT64_MAX, a '\n'
+ * inside the line).
  * *last_seq (may be NULL) is always set to the stored head after the call (the acknowledgeable
  * seq); *dups (may be NULL) to the number of resends skipped. */
 int sl_store_append_events(struct sl_store *s, const char *sandbox_id, const struct sl_store_event *ev,
@@ -184,7 +186,25 @@ struct sl_store_filter {
 				 * health: running, or ended >= since */
 	size_t limit;		/* at most this many rows (the first ones in order) */
 };
-/* Events, ORDER BY time_ns, sandbox_id, seq. cb gets the stored line (NUL-terminated, no '\n'). */
+/* One stored event as the readers see it. */
+struct sl_store_event_row {
+	const char *sandbox_id;
+	uint64_t seq;
+	int64_t time_ns;     /* the line's "time" */
+	int64_t received_ns; /* when the collector received its batch */
+	const char *class_name; /* the line's "class" (class_len bytes, not NUL-terminated) */
+	size_t class_len;
+	const char *line; /* the stored line, NUL-terminated, no '\n' */
+	size_t len;
+};
+/* Events, ORDER BY time_ns, sandbox_id, seq: the batch rows are split into lines and filtered
+ * (class, since; sandbox, tenant, task through the bindings) line by line. Each sandbox's lines come
+ * in seq order and the sandboxes are merged by time, so the order is exactly time_ns, sandbox_id,
+ * seq whenever each sandbox's times do not decrease with seq (a record's times are taken in seq
+ * order; only a clock set back breaks that, and then that sandbox's lines stay in seq order). */
+int sl_store_each_event_row(struct sl_store *s, const struct sl_store_filter *f,
+			    int (*cb)(void *arg, const struct sl_store_event_row *e), void *arg);
+/* sl_store_each_event_row, with only the line (NUL-terminated, no '\n'). */
 int sl_store_each_event(struct sl_store *s, const struct sl_store_filter *f,
 			int (*cb)(void *arg, const char *line, size_t len), void *arg);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "collector/store.h"
 #include "common/util.h"
 #include "contract/validate_internal.h"
 #include "record/record.h"
@@ -85,35 +86,38 @@ static void evs_free(struct evs *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static int load_events(sqlite3 *db, const char *sid, struct evs *s)
+static int load_event(void *arg, const struct sl_store_event_row *row)
 {
-	sqlite3_stmt *st = NULL;
-	if (sqlite3_prepare_v2(
-		db, "SELECT seq, time_ns, received_ns, line FROM events WHERE sandbox_id = ? ORDER BY seq",
-		-1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
-	int r = 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		if (s->n == s->cap) {
-			size_t nc = s->cap ? s->cap * 2 : 256;
-			struct ev *ne = realloc(s->e, nc * sizeof(*ne));
-			if (!ne) {
-				r = -ENOMEM;
-				break;
-			}
-			s->e = ne;
-			s->cap = nc;
-		}
-		struct ev *e = &s->e[s->n++];
-		e->seq = (uint64_t)sqlite3_column_int64(st, 0);
-		e->time_ns = sqlite3_column_int64(st, 1);
-		e->received_ns = sqlite3_column_int64(st, 2);
-		e->line = strdup((const char *)sqlite3_column_text(st, 3));
-		e->o = e->line ? json_tokener_parse(e->line) : NULL;
+	struct evs *s = arg;
+	if (s->n == s->cap) {
+		size_t nc = s->cap ? s->cap * 2 : 256;
+		struct ev *ne = realloc(s->e, nc * sizeof(*ne));
+		if (!ne)
+			return -ENOMEM;
+		s->e = ne;
+		s->cap = nc;
 	}
-	sqlite3_finalize(st);
-	return r;
+	struct ev *e = &s->e[s->n++];
+	e->seq = row->seq;
+	e->time_ns = row->time_ns;
+	e->received_ns = row->received_ns;
+	e->line = strndup(row->line, row->len);
+	e->o = e->line ? json_tokener_parse(e->line) : NULL;
+	return 0;
+}
+
+/* The sandbox's stored events in seq order, through the store's reader (schema 3 keeps them as
+ * batch rows). */
+static int load_events(const char *path, const char *sid, struct evs *s)
+{
+	struct sl_store *st;
+	int r = sl_store_open_readonly(path, &st);
+	if (r < 0)
+		return r;
+	struct sl_store_filter f = {.sandbox_id = sid};
+	r = sl_store_each_event_row(st, &f, load_event, s);
+	sl_store_close(st);
+	return r < 0 ? r : 0; /* one sandbox: its lines come in seq order */
 }
 
 static const char *jstr(struct json_object *o, const char *k)
@@ -230,9 +234,10 @@ int sl_vchecks(struct sl_vctx *v, char *err, size_t errlen)
 		return -EIO;
 	}
 	struct evs s = {0};
-	int r = load_events(db, res->sandbox_id, &s);
+	int r = load_events(v->db, res->sandbox_id, &s);
 	if (r < 0) {
-		snprintf(err, errlen, "cannot read the events from %s", v->db);
+		snprintf(err, errlen, "cannot read the events from %s: %s", v->db, strerror(-r));
+		evs_free(&s);
 		sqlite3_close(db);
 		return r;
 	}

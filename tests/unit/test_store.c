@@ -167,6 +167,25 @@ static void lines_free(struct lines *ls)
 	ls->n = 0;
 }
 
+/* Count, min and max of the seqs the reader hands out, and whether they come 1, 2, 3, ... */
+struct seq_count {
+	uint64_t n, min, max;
+	bool in_order;
+};
+
+static int count_seqs(void *arg, const struct sl_store_event_row *e)
+{
+	struct seq_count *c = arg;
+	if (c->n == 0) {
+		c->min = e->seq;
+		c->in_order = true;
+	}
+	c->in_order = c->in_order && e->seq == c->min + c->n && strlen(e->line) == e->len;
+	c->max = e->seq > c->max ? e->seq : c->max;
+	c->n++;
+	return 0;
+}
+
 static size_t count_events(struct sl_store *s, const struct sl_store_filter *f)
 {
 	struct lines ls = {0};
@@ -393,12 +412,50 @@ static void test_append(void)
 	bt.ev[0].seq = 19;
 	bt.ev[0].hash = NULL;
 	CHECK_RC(s, sl_store_append_events(s, SID_A, bt.ev, bt.n, 1, &last, &dups), -EINVAL);
+	/* A '\n' inside a line would split the stored batch row: refused, nothing stored. */
+	batch_reset(&bt);
+	batch_add(&bt, SID_A, 1, 19, 19, "file.open", 300, NULL);
+	((char *)bt.ev[0].line)[40] = '\n';
+	CHECK_RC(s, sl_store_append_events(s, SID_A, bt.ev, bt.n, 1, &last, &dups), -EINVAL);
+	CHECK_EQ(last, 18);
+
+	/* A line repeated inside one batch (19, 20, 19, 21): the repeat is a dup, one row 19..21. */
+	batch_reset(&bt);
+	batch_add(&bt, SID_A, 1, 19, 19, "file.open", 300, NULL);
+	batch_add(&bt, SID_A, 1, 20, 20, "file.open", 300, NULL);
+	batch_add(&bt, SID_A, 1, 19, 19, "file.open", 300, NULL);
+	batch_add(&bt, SID_A, 1, 21, 21, "file.open", 300, NULL);
+	CHECK_RC(s, sl_store_append_events(s, SID_A, bt.ev, bt.n, 1, &last, &dups), 0);
+	CHECK_EQ(last, 21);
+	CHECK_EQ(dups, 1);
+	/* ... and with other bytes: -EPROTO, what came before it (22) committed. */
+	batch_reset(&bt);
+	batch_add(&bt, SID_A, 1, 22, 22, "file.open", 300, NULL);
+	batch_add(&bt, SID_A, 1, 22, 2222, "file.open", 300, NULL);
+	CHECK_RC(s, sl_store_append_events(s, SID_A, bt.ev, bt.n, 1, &last, &dups), -EPROTO);
+	CHECK(strstr(sl_store_errmsg(s), "different content"));
+	CHECK_EQ(last, 22);
+	/* A resend that spans three stored rows (11..15, 16..17, 18) compares with each. */
+	batch_reset(&bt);
+	for (uint64_t q = 13; q <= 18; q++)
+		batch_add(&bt, SID_A, 1, q, (int64_t)q, "file.open", 300, NULL);
+	CHECK_RC(s, sl_store_append_events(s, SID_A, bt.ev, bt.n, 1, &last, &dups), 0);
+	CHECK_EQ(dups, 6);
+	batch_reset(&bt);
+	batch_add(&bt, SID_A, 1, 16, 16, "file.open", 300, NULL);
+	batch_add(&bt, SID_A, 1, 17, 1717, "file.open", 300, NULL); /* other bytes in row 16..17 */
+	CHECK_RC(s, sl_store_append_events(s, SID_A, bt.ev, bt.n, 1, &last, &dups), -EPROTO);
+	CHECK_EQ(last, 22);
+	/* Every line once, in seq order. */
+	struct seq_count sc = {0};
+	CHECK_RC(s, sl_store_each_event_row(s, NULL, count_seqs, &sc), 0);
+	CHECK(sc.n == 22 && sc.min == 1 && sc.max == 22 && sc.in_order);
 	batch_free(&bt);
 
 	/* The head is what health says, and received_ns / last_frame_ns were recorded. */
 	char hash[65], want[65];
 	CHECK_RC(s, sl_store_last(s, SID_A, &last, hash), 0);
-	fake_hash(want, 1, 18);
+	fake_hash(want, 1, 22);
 	CHECK(strcmp(hash, want) == 0);
 	sl_store_close(s);
 	free(p);
@@ -809,18 +866,15 @@ static void test_full(void)
 	CHECK_RC(s, sl_store_last(s, SID_A, &head, NULL), 0);
 	CHECK_EQ(head, seq + 64);
 	sl_store_close(s);
-	/* Count with the raw API. */
-	sqlite3 *db;
-	CHECK(sqlite3_open(p, &db) == SQLITE_OK);
-	sqlite3_stmt *st;
-	CHECK(sqlite3_prepare_v2(db, "SELECT count(*), min(seq), max(seq) FROM events", -1, &st, NULL) ==
-	      SQLITE_OK);
-	CHECK(sqlite3_step(st) == SQLITE_ROW);
-	CHECK_EQ(sqlite3_column_int64(st, 0), (int64_t)(seq + 64));
-	CHECK_EQ(sqlite3_column_int64(st, 1), 1);
-	CHECK_EQ(sqlite3_column_int64(st, 2), (int64_t)(seq + 64));
-	sqlite3_finalize(st);
-	sqlite3_close(db);
+	/* Count through the reader API: every line once, seqs 1..head in order. */
+	s = open_ok(p);
+	struct seq_count sc = {0};
+	CHECK_RC(s, sl_store_each_event_row(s, NULL, count_seqs, &sc), 0);
+	CHECK_EQ(sc.n, seq + 64);
+	CHECK_EQ(sc.min, 1);
+	CHECK_EQ(sc.max, seq + 64);
+	CHECK(sc.in_order);
+	sl_store_close(s);
 	batch_free(&bt);
 	free(p);
 	printf("ok: full database -> -ENOSPC, the batch rolled back, nothing committed lost, resumes with "
@@ -851,30 +905,70 @@ static void test_schema_version(void)
 	char *p = path_in("version.db");
 	s = open_ok(p);
 	sl_store_close(s);
-	raw_exec(p, "PRAGMA user_version=3");
+	raw_exec(p, "PRAGMA user_version=4");
 	CHECK_EQ(sl_store_open(p, &s), -EPROTO);
 	CHECK(s == NULL);
 	CHECK(strstr(sl_store_errmsg(NULL), "newer"));
-	raw_exec(p, "PRAGMA user_version=2");
-	s = open_ok(p);
-	sl_store_close(s);
-	/* A version 1 store (with the two events indexes) is migrated to 2 at open: indexes gone. */
-	raw_exec(p, "CREATE INDEX events_time ON events(time_ns); CREATE INDEX events_class_time ON "
-		    "events(class, time_ns); PRAGMA user_version=1");
-	s = open_ok(p);
-	sl_store_close(s);
-	sqlite3 *db;
-	CHECK(sqlite3_open(p, &db) == SQLITE_OK);
-	sqlite3_stmt *q;
-	CHECK(sqlite3_prepare_v2(db, "SELECT (SELECT user_version FROM pragma_user_version),"
-				     " (SELECT count(*) FROM sqlite_schema WHERE name LIKE 'events_%')",
-				 -1, &q, NULL) == SQLITE_OK);
-	CHECK(sqlite3_step(q) == SQLITE_ROW);
-	CHECK_EQ(sqlite3_column_int(q, 0), 2);
-	CHECK_EQ(sqlite3_column_int(q, 1), 0);
-	sqlite3_finalize(q);
-	sqlite3_close(db);
 	free(p);
+
+	/* Version 2 (one events row per line) and version 1 (the same with two indexes) stores are
+	 * migrated to 3 at open: rows of one received batch become one event_batches row. */
+	for (int v = 2; v >= 1; v--) {
+		p = path_in(v == 2 ? "v2.db" : "v1.db");
+		s = open_ok(p);
+		struct sl_store_binding ba = binding(SID_A, "t1", "task1", 1000),
+					bb = binding(SID_B, "t2", "task2", 1000);
+		CHECK_RC(s, sl_store_bind(s, &ba), 0);
+		CHECK_RC(s, sl_store_bind(s, &bb), 0);
+		sl_store_close(s);
+		char sql[2048];
+		snprintf(sql, sizeof(sql),
+			 "DROP TABLE event_batches; CREATE TABLE events(sandbox_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+			 " time_ns INTEGER NOT NULL, class TEXT NOT NULL, received_ns INTEGER NOT NULL, line TEXT NOT NULL,"
+			 " PRIMARY KEY(sandbox_id, seq)) WITHOUT ROWID;"
+			 "INSERT INTO events VALUES('%s',1,101,'a',5,'{\"seq\":1,\"time\":101,\"class\":\"a\"}'),"
+			 "('%s',2,102,'b',5,'{\"seq\":2,\"time\":102,\"class\":\"b\"}'),"
+			 "('%s',3,104,'a',6,'{\"seq\":3,\"time\":104,\"class\":\"a\"}'),"
+			 "('%s',1,103,'a',7,'{\"seq\":1,\"time\":103,\"class\":\"a\"}');"
+			 "%s PRAGMA user_version=%d;",
+			 SID_A, SID_A, SID_A, SID_B,
+			 v == 1 ? "CREATE INDEX events_time ON events(time_ns); CREATE INDEX events_class_time ON"
+				  " events(class, time_ns);"
+				: "",
+			 v);
+		raw_exec(p, sql);
+		/* A reader does not migrate: it says what to do. */
+		CHECK_EQ(sl_store_open_readonly(p, &s), -EPROTO);
+		CHECK(strstr(sl_store_errmsg(NULL), "migrate"));
+		s = open_ok(p);
+		sl_store_close(s);
+		sqlite3 *db;
+		CHECK(sqlite3_open(p, &db) == SQLITE_OK);
+		sqlite3_stmt *q;
+		CHECK(sqlite3_prepare_v2(db, "SELECT (SELECT user_version FROM pragma_user_version),"
+					     " (SELECT count(*) FROM sqlite_schema WHERE name LIKE 'events%'),"
+					     " (SELECT group_concat(first_seq || '-' || last_seq || '@' || received_ns, ' ')"
+					     " FROM (SELECT * FROM event_batches ORDER BY sandbox_id, first_seq))",
+					 -1, &q, NULL) == SQLITE_OK);
+		CHECK(sqlite3_step(q) == SQLITE_ROW);
+		CHECK_EQ(sqlite3_column_int(q, 0), 3);
+		CHECK_EQ(sqlite3_column_int(q, 1), 0);
+		CHECK(strcmp((const char *)sqlite3_column_text(q, 2), "1-2@5 3-3@6 1-1@7") == 0);
+		sqlite3_finalize(q);
+		sqlite3_close(db);
+		/* The lines read back as before, in time order, with their class and times. */
+		CHECK_RC(s, sl_store_open_readonly(p, &s), 0);
+		struct lines ls = {0};
+		CHECK_RC(s, sl_store_each_event(s, NULL, collect_line, &ls), 0);
+		CHECK_EQ(ls.n, 4);
+		CHECK(strcmp(ls.v[2], "{\"seq\":1,\"time\":103,\"class\":\"a\"}") == 0);
+		CHECK(strcmp(ls.v[3], "{\"seq\":3,\"time\":104,\"class\":\"a\"}") == 0);
+		lines_free(&ls);
+		struct sl_store_filter cf = {.class_name = "a", .sandbox_id = SID_A};
+		CHECK_EQ(count_events(s, &cf), 2);
+		sl_store_close(s);
+		free(p);
+	}
 
 	/* Someone else's database. */
 	p = path_in("foreign.db");
