@@ -94,14 +94,38 @@ gv_burst() {
 	echo "recorded opens=$OPENS dropped=$DROPPED (last dropped_total $TOTAL)"
 }
 
+# Stall the sink of the running gVisor burst once: wait until its record has 2,000 lines, then stop
+# the supervisor for 0.5 s. Gives up after 30 s.
+gv_stall_sink_once() {
+	local i f pid
+	for i in $(seq 1 600); do
+		f=$(ls "$SL_TMP"/rec-root/*.jsonl 2>/dev/null | head -n 1 || true)
+		if [ -n "$f" ] && [ "$(wc -l <"$f")" -ge 2000 ]; then
+			pid=$(pgrep -n -f "^$SL_BIN run .*--runtime gvisor" || true)
+			[ -n "$pid" ] || return 0
+			kill -STOP "$pid"
+			sleep 0.5
+			kill -CONT "$pid"
+			return 0
+		fi
+		sleep 0.05
+	done
+}
+
 test_gvisor_loss_counted() {
 	need_runsc
-	# Whether the Sentry drops at retries 0 depends on how fast the sink drains at that moment (a
-	# loaded machine can slow the workload more than the sink): up to 3 bursts until one loses
-	# points. The accounting below is checked on the burst that did.
+	# Whether the Sentry drops at retries 0 depends on how fast the sink drains: on an idle 2-core
+	# machine the sink keeps up. So the sink is stalled on purpose: once the burst is under way the
+	# supervisor (whose thread is the sink) is stopped for 0.5 s (SIGSTOP, then SIGCONT) while the
+	# workload runs on in runsc; the Sentry's sends then fail with EAGAIN and, at retries 0, it drops
+	# and counts. Still up to 3 bursts until one loses points; the accounting below is checked on
+	# the burst that did.
 	local attempt
 	for attempt in 1 2 3; do
+		gv_stall_sink_once &
+		local staller=$!
 		SIGHTLINE_GVISOR_RETRIES=0 SL_RUN_FLAGS="--runtime gvisor" gv_burst
+		wait "$staller" || true
 		[ "$DROPPED" -gt 0 ] && break
 		echo "burst $attempt: nothing dropped, again"
 		rm -f "$SL_TMP"/rec-root/*.jsonl
@@ -114,7 +138,11 @@ test_gvisor_loss_counted() {
 
 test_gvisor_loss_none_by_default() {
 	need_runsc
+	# The same stall of the sink as above: with sightline's retries the Sentry waits it out.
+	gv_stall_sink_once &
+	local staller=$!
 	SL_RUN_FLAGS="--runtime gvisor" gv_burst
+	wait "$staller" || true
 	assert_eq "$DROPPED" 0 "dropped with the default retries"
 	assert_eq "$OPENS" 100000 "recorded opens"
 }
