@@ -654,16 +654,57 @@ static void sqlite_setup(void)
 	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
-int sl_store_open(const char *path, struct sl_store **out)
+/* The steps both opens share. store_path_ok: a plain file system path (no ":memory:", no URI).
+ * store_connect: a new handle on path with SQLite's flags, extended result codes and the busy
+ * timeout; on failure *out is a handle to give to open_failed (or NULL: out of memory). */
+static int store_path_ok(const char *path)
 {
-	*out = NULL;
-	pthread_once(&sqlite_once, sqlite_setup);
-	open_err[0] = '\0';
 	if (!path || !*path || path[0] == ':' || strncmp(path, "file:", 5) == 0) {
 		snprintf(open_err, sizeof(open_err), "the store needs a file system path (not %s)",
 			 path ? path : "NULL");
 		return -EINVAL;
 	}
+	return 0;
+}
+
+static int store_connect(const char *path, int flags, struct sl_store **out)
+{
+	struct sl_store *s = calloc(1, sizeof(*s));
+	*out = s;
+	if (!s || !(s->path = strdup(path))) {
+		free(s);
+		*out = NULL;
+		snprintf(open_err, sizeof(open_err), "out of memory");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&s->ckpt_mu, NULL);
+	pthread_cond_init(&s->ckpt_cv, NULL);
+	int rc = sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL);
+	if (rc != SQLITE_OK)
+		return s->db ? fail(s, rc) : failf(s, -ENOMEM, "out of memory");
+	sqlite3_extended_result_codes(s->db, 1);
+	if ((rc = sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS)) != SQLITE_OK)
+		return fail(s, rc);
+	return 0;
+}
+
+/* A failed open: the reason, prefixed with the path, for sl_store_open_error; the handle closed. */
+static int open_failed(const char *path, struct sl_store *s, int r)
+{
+	if (snprintf(open_err, sizeof(open_err), "%s: %s", path, s->err) >= (int)sizeof(open_err))
+		memcpy(open_err + sizeof(open_err) - 4, "...", 4); /* cut */
+	sl_store_close(s);
+	return r;
+}
+
+int sl_store_open(const char *path, struct sl_store **out)
+{
+	*out = NULL;
+	pthread_once(&sqlite_once, sqlite_setup);
+	open_err[0] = '\0';
+	int r = store_path_ok(path);
+	if (r < 0)
+		return r;
 	/* The store holds evidence and key fingerprints: create it 0600 (the -wal and -shm files take the
 	 * database file's mode). */
 	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -675,25 +716,10 @@ int sl_store_open(const char *path, struct sl_store **out)
 		return -e;
 	}
 
-	struct sl_store *s = calloc(1, sizeof(*s));
-	if (!s || !(s->path = strdup(path))) {
-		free(s);
-		snprintf(open_err, sizeof(open_err), "out of memory");
-		return -ENOMEM;
-	}
-	pthread_mutex_init(&s->ckpt_mu, NULL);
-	pthread_cond_init(&s->ckpt_cv, NULL);
-	int r;
-	int rc = sqlite3_open_v2(
-	    path, &s->db,
-	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL);
-	if (rc != SQLITE_OK) {
-		r = s->db ? fail(s, rc) : failf(s, -ENOMEM, "out of memory");
-		goto fail;
-	}
-	sqlite3_extended_result_codes(s->db, 1);
-	if ((rc = sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS)) != SQLITE_OK) {
-		r = fail(s, rc);
+	struct sl_store *s;
+	if ((r = store_connect(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &s)) < 0) {
+		if (!s)
+			return r;
 		goto fail;
 	}
 	char tune[256];
@@ -715,10 +741,7 @@ int sl_store_open(const char *path, struct sl_store **out)
 	*out = s;
 	return 0;
 fail:
-	if (snprintf(open_err, sizeof(open_err), "%s: %s", path, s->err) >= (int)sizeof(open_err))
-		memcpy(open_err + sizeof(open_err) - 4, "...", 4); /* cut */
-	sl_store_close(s);
-	return r;
+	return open_failed(path, s, r);
 }
 
 void sl_store_close(struct sl_store *s)
@@ -1836,11 +1859,9 @@ int sl_store_open_readonly(const char *path, struct sl_store **out)
 	*out = NULL;
 	pthread_once(&sqlite_once, sqlite_setup);
 	open_err[0] = '\0';
-	if (!path || !*path || path[0] == ':' || strncmp(path, "file:", 5) == 0) {
-		snprintf(open_err, sizeof(open_err), "the store needs a file system path (not %s)",
-			 path ? path : "NULL");
-		return -EINVAL;
-	}
+	int r = store_path_ok(path);
+	if (r < 0)
+		return r;
 	/* A reader never creates a store: a mistyped path must say so, not show an empty one. */
 	struct stat sb;
 	if (stat(path, &sb) < 0) {
@@ -1852,25 +1873,11 @@ int sl_store_open_readonly(const char *path, struct sl_store **out)
 		snprintf(open_err, sizeof(open_err), "%s is not a collector store (not a regular file)", path);
 		return -EINVAL;
 	}
-	struct sl_store *s = calloc(1, sizeof(*s));
-	if (!s || !(s->path = strdup(path))) {
-		free(s);
-		snprintf(open_err, sizeof(open_err), "out of memory");
-		return -ENOMEM;
-	}
-	pthread_mutex_init(&s->ckpt_mu, NULL);
-	pthread_cond_init(&s->ckpt_cv, NULL);
-	int r;
+	struct sl_store *s;
 	int64_t ver = 0, app = 0;
-	int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
-				 NULL);
-	if (rc != SQLITE_OK) {
-		r = s->db ? fail(s, rc) : failf(s, -ENOMEM, "out of memory");
-		goto fail;
-	}
-	sqlite3_extended_result_codes(s->db, 1);
-	if ((rc = sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS)) != SQLITE_OK) {
-		r = fail(s, rc);
+	if ((r = store_connect(path, SQLITE_OPEN_READONLY, &s)) < 0) {
+		if (!s)
+			return r;
 		goto fail;
 	}
 	if ((r = query_int(s, "PRAGMA user_version", &ver)) < 0 ||
@@ -1898,10 +1905,7 @@ int sl_store_open_readonly(const char *path, struct sl_store **out)
 	*out = s;
 	return 0;
 fail:
-	if (snprintf(open_err, sizeof(open_err), "%s: %s", path, s->err) >= (int)sizeof(open_err))
-		memcpy(open_err + sizeof(open_err) - 4, "...", 4); /* cut */
-	sl_store_close(s);
-	return r;
+	return open_failed(path, s, r);
 }
 
 int sl_store_alert_restart(struct sl_store *s, int64_t id, int64_t start_ns, const char *detail)
